@@ -1,0 +1,125 @@
+# jankbpf build, in the libbpf-bootstrap manner: one build folder,
+#   clang -target bpf -> bpftool gen object -> bpftool gen skeleton,
+# userspace objects depending on the skeletons they include.
+#
+#   make                 build/jankbpf (native)
+#   make ARCH=arm64      build/arm64/jankbpf, cross-built with aarch64-linux-gnu
+#   make deps            install missing Debian packages (ARCH=arm64 adds the cross set)
+#   make run             deps + build + run jankbpf system-wide (root)
+#   make test            deps + build + unit tests + end-to-end tests (root)
+#   make bench           benchmarks, rewrites bench/RESULTS.md
+#   make vmlinux         regenerate bpf/vmlinux/$(ARCH)/vmlinux.h
+
+HOST_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+ARCH ?= $(HOST_ARCH)
+
+ifeq ($(ARCH),$(HOST_ARCH))
+  OUTPUT ?= build
+  CROSS :=
+else
+  OUTPUT ?= build/$(ARCH)
+  ifeq ($(ARCH),arm64)
+    CROSS := aarch64-linux-gnu-
+  else
+    $(error ARCH=$(ARCH) is not supported: use x86 or arm64)
+  endif
+endif
+
+CLANG ?= clang
+BPFTOOL ?= bpftool
+CXX := $(CROSS)g++
+CC := $(CROSS)gcc
+
+VMLINUX := bpf/vmlinux/$(ARCH)/vmlinux.h
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
+
+SRCS := $(shell find src -name '*.cpp' ! -name main.cpp | sort)
+OBJS := $(patsubst src/%.cpp,$(OUTPUT)/obj/%.o,$(SRCS))
+MAIN_OBJ := $(OUTPUT)/obj/main.o
+UNIT_SRCS := $(wildcard tests/unit/*.cpp)
+UNIT_OBJS := $(patsubst tests/unit/%.cpp,$(OUTPUT)/unit/%.o,$(UNIT_SRCS))
+APP_SRCS := $(wildcard tests/apps/*.c)
+APPS := $(patsubst tests/apps/%.c,$(OUTPUT)/tests/%,$(APP_SRCS))
+
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+
+CXXFLAGS ?= -O2 -g
+CXXFLAGS += -std=c++20 -Wall -Wextra -Wno-missing-field-initializers \
+	-Iinclude -Isrc -I$(OUTPUT) -DJANKBPF_VERSION='"$(VERSION)"' -MMD -MP
+LDLIBS := -lbpf -lelf -ldw -lz -lpthread
+APP_CFLAGS := -O2 -g -fomit-frame-pointer -pthread -Wall
+
+# The BPF side is compiled for the target arch: CO-RE relocates field
+# offsets, but syscall numbers and pt_regs layout are per arch.
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall \
+	-I$(dir $(VMLINUX)) -Iinclude
+
+.PHONY: all deps run test unit e2e bench vmlinux clean apps
+.DELETE_ON_ERROR:
+
+all: $(OUTPUT)/jankbpf
+
+deps:
+	@scripts/install-deps.sh $(ARCH)
+
+# Root-only entry points: install what is missing first, then build.
+run: deps
+	@$(MAKE) --no-print-directory all
+	$(OUTPUT)/jankbpf $(ARGS)
+
+test: deps
+	@$(MAKE) --no-print-directory all unit-bin apps
+	@$(MAKE) --no-print-directory unit e2e
+
+unit-bin: $(OUTPUT)/jankbpf-unit
+apps: $(APPS)
+
+unit: $(OUTPUT)/jankbpf-unit
+	$(OUTPUT)/jankbpf-unit
+
+e2e: $(OUTPUT)/jankbpf $(APPS)
+	JANKBPF_BUILD=$(abspath $(OUTPUT)) python3 -m pytest -v tests/e2e
+
+bench: deps
+	@$(MAKE) --no-print-directory all apps
+	scripts/bench.sh
+
+vmlinux:
+	scripts/gen-vmlinux.sh $(ARCH)
+
+$(OUTPUT) $(OUTPUT)/obj $(OUTPUT)/unit $(OUTPUT)/tests:
+	mkdir -p $@
+
+# --- BPF: object -> linked object -> skeleton ---------------------------
+$(OUTPUT)/%.tmp.bpf.o: bpf/%.bpf.c $(VMLINUX) $(wildcard include/jankbpf/*.h bpf/*.h) | $(OUTPUT)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(OUTPUT)/%.bpf.o: $(OUTPUT)/%.tmp.bpf.o
+	$(BPFTOOL) gen object $@ $<
+
+$(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
+	$(BPFTOOL) gen skeleton $< > $@
+
+# --- userspace ------------------------------------------------------------
+$(OUTPUT)/obj/%.o: src/%.cpp $(BPF_SKELS) | $(OUTPUT)/obj
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+$(OUTPUT)/jankbpf: $(OBJS) $(MAIN_OBJ)
+	$(CXX) $(CXXFLAGS) $^ $(LDLIBS) -o $@
+
+$(OUTPUT)/unit/%.o: tests/unit/%.cpp $(BPF_SKELS) | $(OUTPUT)/unit
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+$(OUTPUT)/jankbpf-unit: $(UNIT_OBJS) $(OBJS)
+	$(CXX) $(CXXFLAGS) $^ $(LDLIBS) -o $@
+
+# Purpose-built targets: -O2 without frame pointers, as binaries ship.
+$(OUTPUT)/tests/%: tests/apps/%.c | $(OUTPUT)/tests
+	$(CC) $(APP_CFLAGS) $< -o $@ -lm
+
+clean:
+	rm -rf build
+
+-include $(shell find $(OUTPUT) -name '*.d' 2>/dev/null)

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Records shared by the BPF programs and userspace: fixed-width structs only,
+ * included from both sides. Every ring-buffer record starts with a
+ * `struct jb_header`, and userspace dispatches on its `type` with one switch.
+ *
+ * Times are CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns); userspace turns
+ * them into epoch milliseconds.
+ */
+#ifndef JANKBPF_EVENTS_H
+#define JANKBPF_EVENTS_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define JB_COMM_LEN 16
+
+enum jb_event_type {
+	JB_EV_TASK_END = 1, /* a task that reached the threshold has ended */
+	JB_EV_CROSSING = 2, /* a running task just crossed the threshold */
+	JB_EV_HANG = 3,     /* a running task is still stuck after hang_ns */
+	JB_EV_EXIT = 4,     /* a watched process exited (its last thread) */
+};
+
+/* Where a watched thread is, for the per-task state breakdown. */
+enum jb_thread_state {
+	JB_ST_RUNNING = 0,  /* on a CPU */
+	JB_ST_RUNNABLE = 1, /* woken or preempted, waiting for a CPU */
+	JB_ST_SLEEPING = 2, /* S: interruptible sleep */
+	JB_ST_BLOCKED = 3,  /* D: uninterruptible sleep, usually I/O */
+	JB_ST_NR = 4,
+};
+
+/* Counters in the `stats` per-CPU array; userspace sums over CPUs. */
+enum jb_stat {
+	JB_STAT_TASKS = 0,        /* tasks that ended on watched threads */
+	JB_STAT_RB_DROPS = 1,     /* ring-buffer reservations that failed */
+	JB_STAT_THREADS_FULL = 2, /* watched threads not tracked: map full */
+	JB_STAT_TIMER_FAIL = 3,   /* watchdog timers that could not be armed */
+	JB_STAT_NR = 8,
+};
+
+/* bits of jb_task_event.flags */
+#define JB_TASKF_CROSSED (1u << 0) /* the crossing was seen while running */
+#define JB_TASKF_HUNG (1u << 1)    /* a hang record was sent for it */
+
+/* bits of jb_proc.flags */
+#define JB_PROCF_TARGET (1u << 0) /* named by --pid / --comm / -- CMD */
+#define JB_PROCF_JANKED (1u << 1) /* has had a jank: report its exit */
+
+struct jb_header {
+	__u32 type; /* enum jb_event_type */
+	__u32 pid;  /* tgid */
+	__u32 tid;
+	__u32 cpu;
+	__u64 time_ns; /* when the record was made */
+};
+
+/* JB_EV_TASK_END, JB_EV_CROSSING and JB_EV_HANG */
+struct jb_task_event {
+	struct jb_header hdr;
+	__u64 begin_ns;               /* task start: return of the wait */
+	__u64 end_ns;                 /* task end, or now while it still runs */
+	__u64 state_ns[JB_ST_NR];     /* breakdown; sums to end_ns - begin_ns */
+	__u64 seq;                    /* per-thread task number: ties events */
+	__u64 cgroup_id;
+	__u64 proc_start_ns;          /* group leader start, CLOCK_MONOTONIC */
+	__u32 uid;
+	__u32 wait_syscall;           /* syscall nr of the wait the task began from */
+	__u32 flags;                  /* JB_TASKF_* */
+	__u32 threshold_ms;
+	char comm[JB_COMM_LEN];       /* thread name */
+	char proc_comm[JB_COMM_LEN];  /* group leader name */
+};
+
+/* JB_EV_EXIT */
+struct jb_exit_event {
+	struct jb_header hdr;
+	__s32 exit_code;
+	__u32 flags; /* JB_PROCF_* of the process */
+	char comm[JB_COMM_LEN];
+};
+
+/* Value of the `procs` map, keyed by tgid. */
+struct jb_proc {
+	__u32 flags; /* JB_PROCF_* */
+	__u32 janks;
+};
+
+#endif /* JANKBPF_EVENTS_H */
