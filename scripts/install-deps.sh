@@ -22,17 +22,33 @@ pkgs=(
   python3 python3-pytest
 )
 
+# arm64 (make ARCH=arm64): the cross compilers (they pull in the arm64 libc
+# and libstdc++ under /usr/aarch64-linux-gnu); the libraries jankbpf links,
+# as arm64 multiarch packages (headers in /usr/include, which the Debian
+# cross gcc searches, libraries in /usr/lib/aarch64-linux-gnu); pkgconf:arm64
+# for aarch64-linux-gnu-pkg-config; qemu-user-static and file for
+# scripts/check-arm64.sh, which runs the result on this machine.
 if [[ $arch == arm64 ]]; then
-  pkgs+=(g++-aarch64-linux-gnu gcc-aarch64-linux-gnu qemu-user-static
-         libbpf-dev:arm64 libelf-dev:arm64 libdw-dev:arm64 zlib1g-dev:arm64)
+  pkgs+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static file
+         libbpf-dev:arm64 libelf-dev:arm64 libdw-dev:arm64 zlib1g-dev:arm64
+         pkgconf:arm64)
 fi
+
+# Installed means "install ok installed" for the wanted architecture: the
+# native one (or "all") for a plain name, the given one for name:arch. A
+# plain name must not match only its :arm64 twin, and with both installed
+# dpkg-query prints one status per architecture.
+native=$(dpkg --print-architecture)
+installed() {
+  local name=${1%%:*} want=$native
+  [[ $1 == *:* ]] && want=${1#*:}
+  dpkg-query -W -f='${Architecture} ${Status}\n' "$name" 2>/dev/null |
+    grep -Eqx "($want|all) install ok installed"
+}
 
 missing=()
 for p in "${pkgs[@]}"; do
-  # dpkg-query prints "install ok installed" only for a fully installed package.
-  if [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) != "install ok installed" ]]; then
-    missing+=("$p")
-  fi
+  installed "$p" || missing+=("$p")
 done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
