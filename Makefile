@@ -52,11 +52,12 @@ APP_CFLAGS := -O2 -g -fomit-frame-pointer -pthread -Wall
 
 # The BPF side is compiled for the target arch: CO-RE relocates field
 # offsets, but syscall numbers and pt_regs layout are per arch.
-BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall \
+BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
 	-I$(dir $(VMLINUX)) -Iinclude
 
 .PHONY: all deps run test unit e2e bench vmlinux clean apps
 .DELETE_ON_ERROR:
+.SECONDARY:
 
 all: $(OUTPUT)/jankbpf
 

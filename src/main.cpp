@@ -1,1 +1,62 @@
-int main() { return 0; }
+// jankbpf: find the moments an application's main thread is stuck in one
+// long task. The recipe: parse, check the machine, run the monitor.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "app/monitor.h"
+#include "cli/options.h"
+#include "output/output.h"
+#include "util/log.h"
+#include "util/privileges.h"
+#include "util/tracefs.h"
+
+using namespace jankbpf;
+
+int main(int argc, char** argv) {
+  // 1. What the user asked for; bad usage exits 2 before anything else.
+  ParseOutcome parsed = parse_options(argc, argv);
+  if (!parsed.options) {
+    fputs(parsed.message.c_str(), parsed.message_is_error ? stderr : stdout);
+    if (parsed.message_is_error) fputc('\n', stderr);
+    return parsed.exit_code;
+  }
+  Options& opts = *parsed.options;
+  log::set_verbosity(opts.verbosity);
+
+  // 2. The machine: privileges, BTF, tracefs. Each failure says what to do.
+  if (std::string missing = missing_privileges(); !missing.empty()) {
+    log::error("%s", missing.c_str());
+    return kExitFailure;
+  }
+  struct stat st{};
+  if (stat("/sys/kernel/btf/vmlinux", &st) != 0) {
+    log::error("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing); jankbpf needs a "
+               "kernel built with CONFIG_DEBUG_INFO_BTF=y");
+    return kExitFailure;
+  }
+  std::string error;
+  if (tracefs::root(&error).empty()) {
+    log::error("%s", error.c_str());
+    return kExitFailure;
+  }
+  if (!tracefs::has_event("sched", "sched_switch") ||
+      !tracefs::has_event("syscalls", "sys_enter_ppoll")) {
+    log::error("the kernel lacks the sched or syscalls tracepoints jankbpf hooks "
+               "(needs CONFIG_FTRACE_SYSCALLS and sched tracepoints under %s/events)",
+               tracefs::root().c_str());
+    return kExitFailure;
+  }
+
+  // 3. Where records go.
+  auto out = JsonLinesOutput::open(opts.output_path, &error);
+  if (!out) {
+    log::error("%s", error.c_str());
+    return kExitUsage;
+  }
+
+  // 4. Watch until told to stop.
+  Monitor monitor(std::move(opts), std::move(out));
+  return monitor.run();
+}

@@ -44,6 +44,7 @@ enum jb_stat {
 /* bits of jb_task_event.flags */
 #define JB_TASKF_CROSSED (1u << 0) /* the crossing was seen while running */
 #define JB_TASKF_HUNG (1u << 1)    /* a hang record was sent for it */
+#define JB_TASKF_UNRECOVERED (1u << 2) /* ended by the thread's exit, not a wait */
 
 /* bits of jb_proc.flags */
 #define JB_PROCF_TARGET (1u << 0) /* named by --pid / --comm / -- CMD */

@@ -1,0 +1,59 @@
+// One jankbpf run: attach, watch, report, detach. main() builds it from
+// the options and returns what run() returns.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+
+#include "app/launcher.h"
+#include "app/record_builder.h"
+#include "bpf/detector.h"
+#include "cli/options.h"
+#include "output/output.h"
+#include "util/clock.h"
+#include "util/fd.h"
+
+namespace jankbpf {
+
+class Monitor {
+ public:
+  Monitor(Options opts, std::unique_ptr<JsonLinesOutput> out);
+  // Runs until a signal, --duration, the targets' exit or the command's
+  // exit. Returns the process exit status.
+  int run();
+
+ private:
+  bool check_targets();
+  bool setup_loop();
+  bool start_detector();
+  void loop();
+  void on_record(std::span<const uint8_t> rec);
+  void on_target_gone(pid_t pid);
+  void emit_summary();
+  void stop() { running_ = false; }
+
+  Options opts_;
+  std::unique_ptr<JsonLinesOutput> out_;
+  EpochClock clock_;
+  RecordBuilder builder_{clock_};
+  std::unique_ptr<Detector> detector_;
+  Launcher launcher_;
+  std::optional<int> command_status_;
+
+  Fd epoll_, signals_, deadline_;
+  std::set<pid_t> live_targets_;  // --pid targets and the command, until they exit
+  std::map<int, pid_t> pidfds_;   // pidfd -> pid
+  std::vector<Fd> pidfd_owners_;
+  bool running_ = true;
+  uint64_t started_ns_ = 0;
+
+  // Counted for the summary.
+  uint64_t janks_ = 0, hangs_ = 0, exits_ = 0, malformed_ = 0;
+};
+
+}  // namespace jankbpf

@@ -1,0 +1,62 @@
+#include "app/record_builder.h"
+
+#include <cstring>
+
+#include "arch/arch.h"
+
+namespace jankbpf {
+
+std::string kernel_string(const char* s, size_t max) { return std::string(s, strnlen(s, max)); }
+
+TaskRecord RecordBuilder::task(const jb_task_event& e) {
+  TaskRecord r;
+  r.kind = e.hdr.type == JB_EV_HANG ? TaskRecord::Kind::Hang : TaskRecord::Kind::Jank;
+  r.time_ms = clock_.now_ms();
+  r.proc.pid = static_cast<pid_t>(e.hdr.pid);
+  r.proc.uid = e.uid;
+  r.proc.bundle_name = kernel_string(e.proc_comm, sizeof e.proc_comm);
+  r.tid = static_cast<pid_t>(e.hdr.tid);
+  r.thread_name = kernel_string(e.comm, sizeof e.comm);
+  // Records made by the watchdog (hang) run outside the thread: ask /proc.
+  if (r.proc.bundle_name.empty()) r.proc.bundle_name = read_comm(r.proc.pid);
+  if (r.thread_name.empty() && r.tid == r.proc.pid) r.thread_name = r.proc.bundle_name;
+  if (e.hdr.type != JB_EV_TASK_END) {
+    long uid = read_uid(r.proc.pid);
+    if (uid >= 0) r.proc.uid = static_cast<uint32_t>(uid);
+  }
+  auto exe = exes_.lookup(r.proc.pid);
+  r.proc.exe = exe.path;
+  r.proc.bundle_version = exe.build_id;
+  r.proc.cgroup = read_cgroup(r.proc.pid);
+
+  r.begin_mono_ns = e.begin_ns;
+  r.begin_time_ms = clock_.epoch_ms(e.begin_ns);
+  r.end_time_ms = clock_.epoch_ms(e.end_ns);
+  r.duration_ms = static_cast<double>(e.end_ns - e.begin_ns) / 1e6;
+  r.threshold_ms = e.threshold_ms;
+  r.state.running_ms = static_cast<double>(e.state_ns[JB_ST_RUNNING]) / 1e6;
+  r.state.runnable_ms = static_cast<double>(e.state_ns[JB_ST_RUNNABLE]) / 1e6;
+  r.state.sleeping_ms = static_cast<double>(e.state_ns[JB_ST_SLEEPING]) / 1e6;
+  r.state.blocked_io_ms = static_cast<double>(e.state_ns[JB_ST_BLOCKED]) / 1e6;
+  auto name = wait_syscall_name(host_arch(), e.wait_syscall);
+  r.wait_syscall = name ? std::string(*name) : "syscall_" + std::to_string(e.wait_syscall);
+  r.task_seq = e.seq;
+  r.app_start_jiffies_time = mono_ns_to_jiffies(e.begin_ns);
+  r.seen_running = e.flags & JB_TASKF_CROSSED;
+  r.unrecovered = e.flags & JB_TASKF_UNRECOVERED;
+  return r;
+}
+
+ExitRecord RecordBuilder::exit(const jb_exit_event& e) {
+  ExitRecord r;
+  r.time_ms = clock_.epoch_ms(e.hdr.time_ns);
+  r.pid = static_cast<pid_t>(e.hdr.pid);
+  r.bundle_name = kernel_string(e.comm, sizeof e.comm);
+  // The kernel's exit_code: status << 8, or the terminating signal.
+  int code = e.exit_code;
+  r.exit_code = (code & 0x7f) ? 128 + (code & 0x7f) : (code >> 8) & 0xff;
+  r.target = e.flags & JB_PROCF_TARGET;
+  return r;
+}
+
+}  // namespace jankbpf

@@ -1,0 +1,28 @@
+// Turns kernel events into records: converts clocks, names the wait
+// syscall, and adds who the process is from /proc.
+#pragma once
+
+#include "jankbpf/events.h"
+#include "model/records.h"
+#include "proc/process_info.h"
+#include "util/clock.h"
+
+namespace jankbpf {
+
+class RecordBuilder {
+ public:
+  explicit RecordBuilder(const EpochClock& clock) : clock_(clock) {}
+
+  // JB_EV_TASK_END -> jank, JB_EV_HANG -> hang (JB_EV_CROSSING -> jank-shaped).
+  TaskRecord task(const jb_task_event& e);
+  ExitRecord exit(const jb_exit_event& e);
+
+ private:
+  const EpochClock& clock_;
+  ExeCache exes_;
+};
+
+// A fixed-size kernel string as std::string (stops at NUL or the end).
+std::string kernel_string(const char* s, size_t max);
+
+}  // namespace jankbpf

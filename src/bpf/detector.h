@@ -1,0 +1,92 @@
+// The kernel side as one object: opens the BPF skeleton, configures it,
+// chooses the watchdog by feature probe, loads, attaches, and hands ring
+// buffer records to a callback. Destroying it detaches everything.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cli/options.h"
+#include "util/fd.h"
+
+struct jank_bpf;
+struct ring_buffer;
+struct bpf_link;
+
+namespace jankbpf {
+
+struct DetectorConfig {
+  uint64_t threshold_ns = 0;
+  uint64_t hang_ns = 0;
+  uint64_t ignore_startup_ns = 0;
+  bool all_threads = false;
+  bool filter_pids = false;  // watch only pids added with add_target()
+  std::string comm;          // watch only processes with this name
+  pid_t self_tgid = 0;
+  WatchdogMode watchdog = WatchdogMode::Auto;
+};
+
+// Counters kept in the kernel, summed over CPUs.
+struct KernelStats {
+  uint64_t tasks = 0;
+  uint64_t ringbuf_drops = 0;
+  uint64_t threads_map_full = 0;
+  uint64_t timer_failures = 0;
+};
+
+// bpf_stats of one program (zero unless kernel.bpf_stats_enabled is set).
+struct ProgramStats {
+  std::string name;
+  uint64_t run_time_ns = 0;
+  uint64_t run_cnt = 0;
+};
+
+using RecordHandler = std::function<void(std::span<const uint8_t> record)>;
+
+class Detector {
+ public:
+  // Loads and attaches; on failure returns nullptr and says why in *error.
+  static std::unique_ptr<Detector> start(const DetectorConfig& cfg, RecordHandler handler,
+                                         std::string* error);
+  ~Detector();
+  Detector(const Detector&) = delete;
+  Detector& operator=(const Detector&) = delete;
+
+  // An fd that becomes readable when records are waiting (for epoll).
+  int ready_fd() const;
+  // Hands every waiting record to the handler; returns how many, or -errno.
+  int drain();
+  // Watch this process (with filter_pids), or just report its exit.
+  bool add_target(pid_t pid);
+
+  KernelStats kernel_stats() const;
+  std::vector<ProgramStats> program_stats() const;
+  const char* watchdog_name() const;
+  int programs_attached() const { return attached_; }
+
+ private:
+  Detector() = default;
+  bool load(const DetectorConfig& cfg, WatchdogMode mode, std::string* error);
+  bool attach(std::string* error);
+  bool attach_scan_tick(std::string* error);
+
+  struct SkelDeleter { void operator()(jank_bpf* s) const; };
+  struct RingDeleter { void operator()(ring_buffer* r) const; };
+  struct LinkDeleter { void operator()(bpf_link* l) const; };
+
+  // Order matters: links and the ring buffer go before the skeleton.
+  std::unique_ptr<jank_bpf, SkelDeleter> skel_;
+  std::unique_ptr<ring_buffer, RingDeleter> rb_;
+  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> extra_links_;
+  RecordHandler handler_;
+  WatchdogMode mode_ = WatchdogMode::Auto;
+  int attached_ = 0;
+};
+
+}  // namespace jankbpf

@@ -1,0 +1,121 @@
+#include "cli/options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <map>
+
+namespace jankbpf {
+namespace {
+
+constexpr const char* kExamples = R"(
+Examples:
+  sudo jankbpf                                  watch every process's main thread
+  sudo jankbpf --pid $(pidof redis-server)      watch one process
+  sudo jankbpf --comm node --threads all        every thread of every 'node'
+  sudo jankbpf --threshold 100 -- ./myapp --x   run a command and watch it
+  sudo jankbpf --duration 60 --output janks.jsonl
+
+Output: one JSON object per line on stdout (records: jank, hang, exit,
+summary); status messages go to stderr. Exit status: 0 ok, 1 runtime
+failure (privileges, kernel features), 2 bad usage; with -- CMD, the
+command's own exit status.
+)";
+
+}  // namespace
+
+ParseOutcome parse_options(int argc, char** argv) {
+  Options o;
+  ParseOutcome out;
+  CLI::App app{"jankbpf: find the moments an application's main thread is stuck in one long task.",
+               "jankbpf"};
+  app.footer(kExamples);
+  app.set_version_flag("--version", std::string("jankbpf ") + JANKBPF_VERSION);
+
+  auto* pid = app.add_option("-p,--pid", o.pids, "Watch this process (repeatable)")
+                  ->check(CLI::Range(1, 4194304))
+                  ->type_name("PID");
+  auto* comm = app.add_option("-c,--comm", o.comm,
+                              "Watch processes whose name (comm) is NAME, also ones started later")
+                   ->type_name("NAME");
+  app.add_option("--threshold", o.threshold_ms, "Report tasks at least this long (default 150)")
+      ->check(CLI::Range(1u, 600000u))
+      ->type_name("MS");
+  app.add_option("--trace-threshold", o.trace_threshold_ms,
+                 "Tasks longer than this get a trace (default 450)")
+      ->check(CLI::Range(1u, 600000u))
+      ->type_name("MS");
+  app.add_option("--hang-threshold", o.hang_ms,
+                 "Send a hang record while a task is still running after this (default 3000)")
+      ->check(CLI::Range(1u, 3600000u))
+      ->type_name("MS");
+  std::string threads = "main";
+  app.add_option("--threads", threads, "main: the main thread of each process (default); all: every thread that waits in an event loop")
+      ->check(CLI::IsMember({"main", "all"}))
+      ->type_name("main|all");
+  app.add_option("--ignore-startup-time", o.ignore_startup_s,
+                 "No checks in a process's first S seconds (default 10, minimum 3)")
+      ->check(CLI::Range(3u, 86400u))
+      ->type_name("S");
+  double duration = 0;
+  auto* dur = app.add_option("-d,--duration", duration, "Stop after S seconds")
+                  ->check(CLI::Range(0.001, 31536000.0))
+                  ->type_name("S");
+  app.add_option("-o,--output", o.output_path, "Append JSON lines to FILE instead of stdout")
+      ->type_name("FILE");
+  app.add_flag("-v,--verbose", o.verbosity, "More status on stderr (repeat for more)");
+  std::string watchdog = "auto";
+  app.add_option("--watchdog", watchdog,
+                 "How running tasks are checked: timer (bpf_timer), scan (cpu-clock tick), auto (timer when the kernel allows)")
+      ->check(CLI::IsMember({"auto", "timer", "scan"}))
+      ->type_name("auto|timer|scan");
+  auto* cmd = app.add_option("command", o.command, "Command to run and watch (after --)")
+                  ->type_name("-- CMD [ARGS...]");
+  pid->excludes(comm)->excludes(cmd);
+  comm->excludes(cmd);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out.message = app.help();
+    return out;
+  } catch (const CLI::CallForVersion&) {
+    out.message = std::string("jankbpf ") + JANKBPF_VERSION + "\n";
+    return out;
+  } catch (const CLI::ParseError& e) {
+    out.exit_code = kExitUsage;
+    out.message_is_error = true;
+    out.message = std::string(e.what()) + "\nRun 'jankbpf --help' for usage.";
+    return out;
+  }
+
+  if (!o.comm.empty() && o.comm.size() > 15) {
+    // The kernel keeps 15 characters of a name (TASK_COMM_LEN - 1).
+    out.exit_code = kExitUsage;
+    out.message_is_error = true;
+    out.message = "--comm: '" + o.comm + "' is longer than the 15 characters the kernel keeps of a process name";
+    return out;
+  }
+  if (o.trace_threshold_ms <= o.threshold_ms) {
+    out.exit_code = kExitUsage;
+    out.message_is_error = true;
+    out.message = "--trace-threshold (" + std::to_string(o.trace_threshold_ms) +
+                  " ms) must be greater than --threshold (" + std::to_string(o.threshold_ms) + " ms)";
+    return out;
+  }
+  if (o.hang_ms <= o.threshold_ms) {
+    out.exit_code = kExitUsage;
+    out.message_is_error = true;
+    out.message = "--hang-threshold (" + std::to_string(o.hang_ms) +
+                  " ms) must be greater than --threshold (" + std::to_string(o.threshold_ms) + " ms)";
+    return out;
+  }
+  if (*dur) o.duration_s = duration;
+  o.threads = threads == "all" ? ThreadScope::All : ThreadScope::Main;
+  o.watchdog = watchdog == "timer" ? WatchdogMode::Timer
+               : watchdog == "scan" ? WatchdogMode::Scan
+                                    : WatchdogMode::Auto;
+  out.options = std::move(o);
+  return out;
+}
+
+}  // namespace jankbpf

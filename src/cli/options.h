@@ -1,0 +1,50 @@
+// What the user asked for, parsed and validated. Parsing never exits the
+// process itself: it returns a ParseOutcome, and main decides.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace jankbpf {
+
+enum class ThreadScope { Main, All };
+enum class WatchdogMode { Auto, Timer, Scan };
+
+struct Options {
+  // Targets: none of them means every process on the machine.
+  std::vector<pid_t> pids;
+  std::string comm;
+  std::vector<std::string> command;  // after `--`
+
+  uint32_t threshold_ms = 150;
+  uint32_t trace_threshold_ms = 450;
+  uint32_t hang_ms = 3000;
+  uint32_t ignore_startup_s = 10;
+  ThreadScope threads = ThreadScope::Main;
+  std::optional<double> duration_s;
+  std::string output_path;  // empty: stdout
+  int verbosity = 0;
+  WatchdogMode watchdog = WatchdogMode::Auto;
+
+  bool system_wide() const { return pids.empty() && comm.empty() && command.empty(); }
+};
+
+// Exit codes, documented in README.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // runtime: privileges, kernel features, I/O
+inline constexpr int kExitUsage = 2;    // bad command line or configuration
+
+struct ParseOutcome {
+  std::optional<Options> options;  // set when jankbpf should run
+  int exit_code = kExitOk;         // otherwise: exit with this
+  std::string message;             // printed to stdout (help) or stderr (errors)
+  bool message_is_error = false;
+};
+
+ParseOutcome parse_options(int argc, char** argv);
+
+}  // namespace jankbpf

@@ -1,0 +1,88 @@
+// The records jankbpf emits, as plain data. Building them (from kernel
+// events and /proc) and rendering them (JSON lines) are separate steps.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace jankbpf {
+
+// Where the thread spent a task, in milliseconds; the parts add up to the
+// task's duration.
+struct StateBreakdown {
+  double running_ms = 0;
+  double runnable_ms = 0;
+  double sleeping_ms = 0;
+  double blocked_io_ms = 0;
+};
+
+// Who the process is: filled from /proc when the record is made.
+struct ProcessIdentity {
+  pid_t pid = 0;
+  uint32_t uid = 0;
+  std::string bundle_name;     // process name (group leader comm)
+  std::string bundle_version;  // GNU build-id of the executable, hex
+  std::string exe;             // path of the executable
+  std::string cgroup;          // cgroup v2 path
+};
+
+// A task that reached the threshold: "jank" when it ended, "hang" while it
+// is still stuck after the hang threshold.
+struct TaskRecord {
+  enum class Kind { Jank, Hang } kind = Kind::Jank;
+  int64_t time_ms = 0;  // when the record was made, ms since the epoch
+  ProcessIdentity proc;
+  pid_t tid = 0;
+  std::string thread_name;
+  int64_t begin_time_ms = 0;  // ms since the epoch
+  int64_t end_time_ms = 0;    // jank only
+  uint64_t begin_mono_ns = 0; // CLOCK_MONOTONIC, to line up with traces
+  double duration_ms = 0;     // µs precision; for a hang, so far
+  uint32_t threshold_ms = 0;
+  StateBreakdown state;
+  std::string wait_syscall;
+  uint64_t task_seq = 0;      // per-thread task number
+  int64_t app_start_jiffies_time = 0;
+  bool seen_running = false;  // the crossing was detected while it ran
+  bool unrecovered = false;   // ended by the thread's exit, not by a wait
+  // Filled by the stack and trace capabilities; present and empty until then.
+  std::vector<std::string> external_log;
+  bool log_over_limit = false;
+  std::string heaviest_stack;
+};
+
+struct ExitRecord {
+  int64_t time_ms = 0;
+  pid_t pid = 0;
+  std::string bundle_name;
+  int exit_code = 0;    // exit status, or 128 + signal
+  bool target = false;  // named on the command line (--pid, --comm, -- CMD)
+};
+
+struct ProgramCost {
+  std::string name;
+  uint64_t run_cnt = 0;
+  uint64_t run_time_ns = 0;
+};
+
+struct SummaryRecord {
+  int64_t time_ms = 0;
+  double elapsed_s = 0;
+  uint64_t tasks_checked = 0;
+  uint64_t janks = 0;
+  uint64_t hangs = 0;
+  uint64_t exits = 0;
+  uint64_t lost_events = 0;        // ring-buffer reservations that failed
+  uint64_t threads_untracked = 0;  // threads map full
+  uint64_t timer_failures = 0;
+  std::string watchdog;
+  std::vector<ProgramCost> bpf;  // per-program cost (with kernel.bpf_stats_enabled)
+  double cpu_user_s = 0;
+  double cpu_sys_s = 0;
+  long max_rss_kb = 0;
+};
+
+}  // namespace jankbpf

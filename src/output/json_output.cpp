@@ -1,0 +1,127 @@
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "output/output.h"
+
+namespace jankbpf {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Milliseconds with microsecond precision, as a JSON number.
+double ms3(double ms) { return std::round(ms * 1000.0) / 1000.0; }
+
+Json state_json(const StateBreakdown& s) {
+  return Json{{"running", ms3(s.running_ms)},
+              {"runnable", ms3(s.runnable_ms)},
+              {"sleeping", ms3(s.sleeping_ms)},
+              {"blocked_io", ms3(s.blocked_io_ms)}};
+}
+
+std::string line(const Json& j) {
+  // Replace invalid UTF-8 (process and thread names are arbitrary bytes)
+  // instead of throwing.
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
+std::string to_json_line(const TaskRecord& r) {
+  const bool jank = r.kind == TaskRecord::Kind::Jank;
+  Json j;
+  j["type"] = jank ? "jank" : "hang";
+  j["time"] = r.time_ms;
+  j["pid"] = r.proc.pid;
+  j["tid"] = r.tid;
+  j["uid"] = r.proc.uid;
+  j["bundle_name"] = r.proc.bundle_name;
+  j["bundle_version"] = r.proc.bundle_version;
+  j["exe"] = r.proc.exe;
+  j["thread_name"] = r.thread_name;
+  j["begin_time"] = r.begin_time_ms;
+  if (jank) j["end_time"] = r.end_time_ms;
+  j["duration_ms"] = ms3(r.duration_ms);
+  j["threshold_ms"] = r.threshold_ms;
+  j["state_ms"] = state_json(r.state);
+  j["wait_syscall"] = r.wait_syscall;
+  j["cgroup"] = r.proc.cgroup;
+  j["app_start_jiffies_time"] = r.app_start_jiffies_time;
+  j["begin_monotonic_ns"] = r.begin_mono_ns;
+  j["task_seq"] = r.task_seq;
+  if (jank) {
+    j["seen_running"] = r.seen_running;
+    j["unrecovered"] = r.unrecovered;
+  }
+  j["external_log"] = r.external_log;
+  j["log_over_limit"] = r.log_over_limit;
+  j["heaviest_stack"] = r.heaviest_stack;
+  return line(j);
+}
+
+std::string to_json_line(const ExitRecord& r) {
+  Json j;
+  j["type"] = "exit";
+  j["time"] = r.time_ms;
+  j["pid"] = r.pid;
+  j["bundle_name"] = r.bundle_name;
+  j["exit_code"] = r.exit_code;
+  j["target"] = r.target;
+  return line(j);
+}
+
+std::string to_json_line(const SummaryRecord& r) {
+  Json j;
+  j["type"] = "summary";
+  j["time"] = r.time_ms;
+  j["elapsed_s"] = std::round(r.elapsed_s * 1000.0) / 1000.0;
+  j["tasks_checked"] = r.tasks_checked;
+  j["janks"] = r.janks;
+  j["hangs"] = r.hangs;
+  j["exits"] = r.exits;
+  j["lost_events"] = r.lost_events;
+  j["threads_untracked"] = r.threads_untracked;
+  j["timer_failures"] = r.timer_failures;
+  j["watchdog"] = r.watchdog;
+  Json bpf = Json::array();
+  for (const auto& p : r.bpf)
+    bpf.push_back(Json{{"name", p.name}, {"run_cnt", p.run_cnt}, {"run_time_ns", p.run_time_ns}});
+  j["bpf"] = bpf;
+  j["cpu_user_s"] = std::round(r.cpu_user_s * 1000.0) / 1000.0;
+  j["cpu_sys_s"] = std::round(r.cpu_sys_s * 1000.0) / 1000.0;
+  j["max_rss_kb"] = r.max_rss_kb;
+  return line(j);
+}
+
+std::unique_ptr<JsonLinesOutput> JsonLinesOutput::open(const std::string& path, std::string* error) {
+  if (path.empty() || path == "-") return std::unique_ptr<JsonLinesOutput>(new JsonLinesOutput(Fd(dup(STDOUT_FILENO))));
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    *error = "--output: cannot open '" + path + "': " + strerror(errno) +
+             (errno == ELOOP ? " (it is a symlink; jankbpf does not write through symlinks)" : "");
+    return nullptr;
+  }
+  return std::unique_ptr<JsonLinesOutput>(new JsonLinesOutput(Fd(fd)));
+}
+
+void JsonLinesOutput::write_line(std::string s) {
+  const char* p = s.data();
+  size_t left = s.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_.get(), p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      write_errors_++;  // ENOSPC and the like: counted, reported at exit
+      if (errno == EPIPE) broken_ = true;
+      return;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace jankbpf

@@ -1,0 +1,19 @@
+// Human-facing status on stderr; stdout carries JSON lines only.
+#pragma once
+
+namespace jankbpf::log {
+
+enum class Level { Error = 0, Status = 1, Info = 2, Debug = 3 };
+
+// Set once from -v: by default errors, warnings and the essential status
+// lines (attached, detached); each -v adds a level.
+void set_verbosity(int v);
+bool enabled(Level level);
+
+void error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void warn(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void status(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void info(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void debug(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+}  // namespace jankbpf::log
