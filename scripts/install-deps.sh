@@ -27,8 +27,10 @@ pkgs=(
 # as arm64 multiarch packages (headers in /usr/include, which the Debian
 # cross gcc searches, libraries in /usr/lib/aarch64-linux-gnu); pkgconf:arm64
 # for aarch64-linux-gnu-pkg-config; qemu-user-static and file for
-# scripts/check-arm64.sh, which runs the result on this machine.
-if [[ $arch == arm64 ]]; then
+# scripts/check-arm64.sh, which runs the result on this machine. On an arm64
+# host ARCH=arm64 is the native build and needs none of this.
+native=$(dpkg --print-architecture)
+if [[ $arch == arm64 && $native != arm64 ]]; then
   pkgs+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static file
          libbpf-dev:arm64 libelf-dev:arm64 libdw-dev:arm64 zlib1g-dev:arm64
          pkgconf:arm64)
@@ -38,7 +40,6 @@ fi
 # native one (or "all") for a plain name, the given one for name:arch. A
 # plain name must not match only its :arm64 twin, and with both installed
 # dpkg-query prints one status per architecture.
-native=$(dpkg --print-architecture)
 installed() {
   local name=${1%%:*} want=$native
   [[ $1 == *:* ]] && want=${1#*:}
@@ -62,7 +63,7 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 
 echo "install-deps: installing ${missing[*]}" >&2
-if [[ $arch == arm64 ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+if [[ $arch == arm64 && $native != arm64 ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
   dpkg --add-architecture arm64
 fi
 export DEBIAN_FRONTEND=noninteractive
