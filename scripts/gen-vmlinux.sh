@@ -120,11 +120,13 @@ if [[ $(id -u) -eq 0 ]]; then apt_opts+=(-o APT::Sandbox::User=root); fi
 
 echo "gen-vmlinux: fetching arm64 package lists" >&2
 apt-get "${apt_opts[@]}" update >&2 || die "apt-get update (private arm64 lists) failed"
-apt-cache "${apt_opts[@]}" show "$ARM64_KERNEL_PKG=$ARM64_KERNEL_VERSION" >/dev/null 2>&1 ||
-  die "$ARM64_KERNEL_PKG $ARM64_KERNEL_VERSION (arm64) is not in the configured Debian archive any more;
-  available: $(apt-cache "${apt_opts[@]}" madison "$ARM64_KERNEL_PKG" 2>/dev/null | awk '{print $3}' | xargs echo) 
-  newest: $(apt-cache "${apt_opts[@]}" depends linux-image-arm64 2>/dev/null | awk '/Depends: linux-image-/{print $2}' | head -1)
-  rerun with ARM64_KERNEL_PKG=...-unsigned ARM64_KERNEL_VERSION=... and update the pins in $0"
+available=$(apt-cache "${apt_opts[@]}" madison "$ARM64_KERNEL_PKG" 2>/dev/null | awk '{print $3}' | sort -u | xargs echo)
+if ! grep -qx -- "$ARM64_KERNEL_VERSION" <<< "${available// /$'\n'}"; then
+  die "$ARM64_KERNEL_PKG $ARM64_KERNEL_VERSION (arm64) is not in the configured Debian archive (any more)
+  versions of $ARM64_KERNEL_PKG there: ${available:-none}
+  linux-image-arm64 now: $(apt-cache "${apt_opts[@]}" madison linux-image-arm64 2>/dev/null | awk '{print $3}' | xargs echo)
+  rerun with ARM64_KERNEL_PKG=linux-image-<abi>-arm64-unsigned ARM64_KERNEL_VERSION=<version>, then update the pins at the top of $0"
+fi
 
 echo "gen-vmlinux: downloading $ARM64_KERNEL_PKG $ARM64_KERNEL_VERSION (arm64)" >&2
 (cd "$tmp" && apt-get "${apt_opts[@]}" download "$ARM64_KERNEL_PKG=$ARM64_KERNEL_VERSION" >&2) ||
