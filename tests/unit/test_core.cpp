@@ -1,0 +1,232 @@
+// Unit tests for the core: option parsing, record rendering, /proc parsing,
+// the per-arch table and kernel-event conversion.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "app/record_builder.h"
+#include "arch/arch.h"
+#include "cli/options.h"
+#include "elf/build_id.h"
+#include "output/output.h"
+#include "proc/process_info.h"
+#include "util/clock.h"
+
+using namespace jankbpf;
+
+namespace {
+
+ParseOutcome parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "jankbpf");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return parse_options(static_cast<int>(argv.size()), argv.data());
+}
+
+}  // namespace
+
+TEST_CASE("defaults follow the seed", "[cli]") {
+  auto r = parse({});
+  REQUIRE(r.options);
+  CHECK(r.options->threshold_ms == 150);
+  CHECK(r.options->trace_threshold_ms == 450);
+  CHECK(r.options->hang_ms == 3000);
+  CHECK(r.options->ignore_startup_s == 10);
+  CHECK(r.options->threads == ThreadScope::Main);
+  CHECK(r.options->system_wide());
+}
+
+TEST_CASE("targets and values parse", "[cli]") {
+  auto r = parse({"--pid", "1", "--pid", "2", "--threshold", "100", "--threads", "all",
+                  "--ignore-startup-time", "3", "--duration", "1.5", "-vv"});
+  REQUIRE(r.options);
+  CHECK(r.options->pids == std::vector<pid_t>{1, 2});
+  CHECK(r.options->threshold_ms == 100);
+  CHECK(r.options->threads == ThreadScope::All);
+  CHECK(r.options->ignore_startup_s == 3);
+  CHECK(*r.options->duration_s == Approx(1.5));
+  CHECK(r.options->verbosity == 2);
+  CHECK_FALSE(r.options->system_wide());
+
+  auto c = parse({"--", "sleep", "--pid", "1"});
+  REQUIRE(c.options);
+  CHECK(c.options->command == std::vector<std::string>{"sleep", "--pid", "1"});
+  CHECK(c.options->pids.empty());
+}
+
+TEST_CASE("bad usage exits 2 with a message naming the problem", "[cli]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string needle;
+  };
+  std::vector<Case> cases = {
+      {{"--ignore-startup-time", "2"}, "--ignore-startup-time"},
+      {{"--threshold", "0"}, "--threshold"},
+      {{"--threshold", "abc"}, "--threshold"},
+      {{"--threads", "some"}, "--threads"},
+      {{"--pid", "-5"}, "--pid"},
+      {{"--pid", "1", "--comm", "x"}, "excludes"},
+      {{"--pid", "1", "--", "true"}, "excludes"},
+      {{"--threshold", "500", "--trace-threshold", "450"}, "--trace-threshold"},
+      {{"--comm", "a-very-long-process-name"}, "15 characters"},
+      {{"--duration", "0"}, "--duration"},
+      {{"--bogus"}, "bogus"},
+  };
+  for (auto& c : cases) {
+    INFO(c.args[0]);
+    auto r = parse(c.args);
+    CHECK_FALSE(r.options);
+    CHECK(r.exit_code == kExitUsage);
+    CHECK(r.message_is_error);
+    CHECK(r.message.find(c.needle) != std::string::npos);
+  }
+}
+
+TEST_CASE("--help and --version exit 0", "[cli]") {
+  auto h = parse({"--help"});
+  CHECK_FALSE(h.options);
+  CHECK(h.exit_code == 0);
+  CHECK(h.message.find("--threshold") != std::string::npos);
+  CHECK(h.message.find("Examples") != std::string::npos);
+  auto v = parse({"--version"});
+  CHECK(v.exit_code == 0);
+  CHECK(v.message.rfind("jankbpf ", 0) == 0);
+}
+
+TEST_CASE("a jank record renders every documented field", "[output]") {
+  TaskRecord r;
+  r.time_ms = 1700000000123;
+  r.proc.pid = 42;
+  r.proc.bundle_name = "app\xff";  // invalid UTF-8 must not throw
+  r.tid = 42;
+  r.begin_time_ms = 1700000000000;
+  r.end_time_ms = 1700000000123;
+  r.duration_ms = 123.4567;
+  r.state.running_ms = 100.0004;
+  auto j = nlohmann::json::parse(to_json_line(r));
+  for (const char* key : {"type", "time", "pid", "tid", "uid", "bundle_name", "bundle_version", "exe",
+                          "thread_name", "begin_time", "end_time", "duration_ms", "threshold_ms",
+                          "state_ms", "wait_syscall", "cgroup", "app_start_jiffies_time",
+                          "external_log", "log_over_limit", "heaviest_stack"})
+    CHECK(j.contains(key));
+  CHECK(j["type"] == "jank");
+  CHECK(j["duration_ms"].get<double>() == Approx(123.457));
+  CHECK(j["state_ms"]["running"].get<double>() == Approx(100.0));
+  CHECK(j["external_log"].is_array());
+
+  r.kind = TaskRecord::Kind::Hang;
+  auto h = nlohmann::json::parse(to_json_line(r));
+  CHECK(h["type"] == "hang");
+  CHECK_FALSE(h.contains("end_time"));
+}
+
+TEST_CASE("exit and summary records", "[output]") {
+  ExitRecord e;
+  e.pid = 7;
+  e.exit_code = 3;
+  auto j = nlohmann::json::parse(to_json_line(e));
+  CHECK(j["type"] == "exit");
+  CHECK(j["exit_code"] == 3);
+  SummaryRecord s;
+  s.lost_events = 5;
+  s.bpf.push_back({"p", 1, 2});
+  auto k = nlohmann::json::parse(to_json_line(s));
+  CHECK(k["type"] == "summary");
+  CHECK(k["lost_events"] == 5);
+  CHECK(k["bpf"][0]["name"] == "p");
+}
+
+TEST_CASE("--output refuses to write through a symlink", "[output]") {
+  char dir[] = "/tmp/jankbpf-test-XXXXXX";
+  REQUIRE(mkdtemp(dir));
+  std::string target = std::string(dir) + "/target", link = std::string(dir) + "/out.jsonl";
+  REQUIRE(symlink(target.c_str(), link.c_str()) == 0);
+  std::string error;
+  CHECK_FALSE(JsonLinesOutput::open(link, &error));
+  CHECK(error.find("symlink") != std::string::npos);
+  CHECK(access(target.c_str(), F_OK) != 0);
+  unlink(link.c_str());
+  rmdir(dir);
+}
+
+TEST_CASE("cgroup v2 line is found among v1 lines and junk", "[proc]") {
+  CHECK(parse_cgroup_v2("12:cpu:/x\n0::/system.slice/redis.service\n") == "/system.slice/redis.service");
+  CHECK(parse_cgroup_v2("0::/\n") == "/");
+  CHECK(parse_cgroup_v2("garbage") == "");
+  CHECK(parse_cgroup_v2("") == "");
+}
+
+TEST_CASE("this process's identity from /proc", "[proc]") {
+  pid_t self = getpid();
+  CHECK(process_exists(self));
+  CHECK_FALSE(process_exists(0));
+  CHECK(read_comm(self).size() > 0);
+  CHECK(read_exe_path(self).find("jankbpf-unit") != std::string::npos);
+  CHECK(read_uid(self) == static_cast<long>(getuid()));
+  ExeCache cache;
+  auto exe = cache.lookup(self);
+  CHECK(exe.build_id.size() >= 16);  // gcc/ld emit a build-id by default
+  CHECK(cache.lookup(self).build_id == exe.build_id);
+}
+
+TEST_CASE("build-id of non-ELF and truncated files is empty, not a crash", "[elf]") {
+  char path[] = "/tmp/jankbpf-elf-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  CHECK(read_build_id(fd).empty());
+  // A valid ELF header cut off after 64 bytes.
+  int self = open("/proc/self/exe", O_RDONLY);
+  char buf[64];
+  REQUIRE(read(self, buf, sizeof buf) == sizeof buf);
+  REQUIRE(write(fd, buf, sizeof buf) == sizeof buf);
+  CHECK(read_build_id(fd).empty());
+  close(self);
+  close(fd);
+  unlink(path);
+}
+
+TEST_CASE("per-arch wait syscall tables", "[arch]") {
+  const auto& x86 = arch_info(Arch::X86_64);
+  CHECK(wait_syscall_name(x86, 232) == "epoll_wait");
+  CHECK(wait_syscall_name(x86, 7) == "poll");
+  CHECK(x86.wait_syscalls.size() == 7);
+  const auto& arm = arch_info(Arch::Arm64);
+  CHECK(wait_syscall_name(arm, 22) == "epoll_pwait");
+  CHECK_FALSE(wait_syscall_name(arm, 232));
+  CHECK(arm.wait_syscalls.size() == 4);
+}
+
+TEST_CASE("kernel events become records", "[record]") {
+  EpochClock clock;
+  RecordBuilder b(clock);
+  jb_task_event e{};
+  e.hdr.type = JB_EV_TASK_END;
+  e.hdr.pid = e.hdr.tid = static_cast<uint32_t>(getpid());
+  e.begin_ns = 1'000'000'000;
+  e.end_ns = 1'200'123'456;
+  e.state_ns[JB_ST_RUNNING] = 150'000'000;
+  e.state_ns[JB_ST_BLOCKED] = 50'123'456;
+  e.wait_syscall = host_arch().wait_syscalls[0].nr;
+  e.threshold_ms = 150;
+  e.flags = JB_TASKF_CROSSED;
+  memcpy(e.comm, "0123456789abcdef", 16);  // not NUL-terminated
+  auto r = b.task(e);
+  CHECK(r.thread_name == "0123456789abcdef");
+  CHECK(r.duration_ms == Approx(200.123456));
+  CHECK(r.state.running_ms + r.state.blocked_io_ms == Approx(r.duration_ms));
+  CHECK(r.wait_syscall == std::string(host_arch().wait_syscalls[0].name));
+  CHECK(r.seen_running);
+  CHECK(r.end_time_ms - r.begin_time_ms == 200);
+
+  jb_exit_event x{};
+  x.hdr.type = JB_EV_EXIT;
+  x.exit_code = 3 << 8;
+  CHECK(b.exit(x).exit_code == 3);
+  x.exit_code = 9;  // SIGKILL
+  CHECK(b.exit(x).exit_code == 137);
+}
