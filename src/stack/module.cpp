@@ -1,0 +1,246 @@
+#include "stack/module.h"
+
+#include <cxxabi.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace jankbpf::stack {
+namespace {
+
+// A module keeps at most this many memoized addresses before starting over.
+constexpr size_t kMaxCachedAddresses = 200000;
+// ModuleCache drops unused modules once it holds more than this many.
+constexpr size_t kMaxCachedModules = 1024;
+
+int no_find_elf(Dwfl_Module*, void**, const char*, Dwarf_Addr, char**, Elf**) { return -1; }
+
+// The module's separate debug file, opened by find_debug_file() already.
+int module_find_debuginfo(Dwfl_Module*, void** userdata, const char*, Dwarf_Addr, const char*,
+                          const char*, GElf_Word, char** debuginfo_file_name) {
+  auto* m = static_cast<Module*>(*userdata);
+  if (!m || !m->debug()) return -1;
+  int fd = ::dup(m->debug()->fd());
+  if (fd >= 0 && debuginfo_file_name) *debuginfo_file_name = ::strdup(m->debug_path().c_str());
+  return fd;
+}
+
+const Dwfl_Callbacks kModuleCallbacks = {
+    .find_elf = no_find_elf,
+    .find_debuginfo = module_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = nullptr,
+};
+
+const char* die_linkage_or_name(Dwarf_Die* die) {
+  Dwarf_Attribute attr;
+  for (int at : {DW_AT_linkage_name, DW_AT_MIPS_linkage_name, DW_AT_name}) {
+    if (dwarf_attr_integrate(die, at, &attr)) {
+      const char* s = dwarf_formstring(&attr);
+      if (s && *s) return s;
+    }
+  }
+  return nullptr;
+}
+
+bool usable_candidate(const ElfImage& main, const ElfImage& cand, bool by_build_id) {
+  if (cand.dev() == main.dev() && cand.inode() == main.inode()) return false;
+  if (cand.machine() != main.machine()) return false;
+  if (by_build_id || !main.build_id().empty()) return cand.build_id() == main.build_id();
+  return cand.crc32() == main.debuglink_crc();
+}
+
+std::string dir_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return "";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
+const Dwfl_Callbacks* module_dwfl_callbacks() { return &kModuleCallbacks; }
+
+void attach_module(Dwfl_Module* mod, Module* m) {
+  void** userdata = nullptr;
+  dwfl_module_info(mod, &userdata, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+  if (userdata) *userdata = m;
+}
+
+std::string demangle(std::string_view name) {
+  if (name.size() < 3 || name.substr(0, 2) != "_Z" || name.size() > 4096) return std::string(name);
+  std::string z(name);
+  int status = 0;
+  char* d = abi::__cxa_demangle(z.c_str(), nullptr, nullptr, &status);
+  if (status != 0 || !d) {
+    std::free(d);
+    return z;
+  }
+  std::string out(d);
+  std::free(d);
+  return out;
+}
+
+std::unique_ptr<ElfImage> find_debug_file(const ElfImage& elf, const DebugSearch& where,
+                                          std::string* found_path) {
+  auto try_path = [&](const std::string& p, bool by_build_id) -> std::unique_ptr<ElfImage> {
+    auto cand = ElfImage::open_path(p);
+    if (!cand || !usable_candidate(elf, *cand, by_build_id)) return nullptr;
+    if (found_path) *found_path = p;
+    return cand;
+  };
+  const std::string& bid = elf.build_id();
+  if (bid.size() > 2) {
+    for (const auto& root : where.roots) {
+      std::string p = root + "/usr/lib/debug/.build-id/" + bid.substr(0, 2) + "/" + bid.substr(2) + ".debug";
+      if (auto d = try_path(p, true)) return d;
+    }
+  }
+  const std::string& link = elf.debuglink();
+  if (!link.empty() && !where.path.empty() && where.path[0] == '/') {
+    std::string dir = dir_of(where.path);
+    for (const auto& root : where.roots) {
+      for (const std::string& p : {root + dir + "/" + link, root + dir + "/.debug/" + link,
+                                   root + "/usr/lib/debug" + dir + "/" + link}) {
+        if (auto d = try_path(p, false)) return d;
+      }
+    }
+  }
+  return nullptr;
+}
+
+Module::Module(std::unique_ptr<ElfImage> elf, std::string path, const DebugSearch& where)
+    : path_(std::move(path)), elf_(std::move(elf)) {
+  // Only worth a search when the file itself lacks something.
+  if (!elf_->has_symtab() || !elf_->has_debug_info()) debug_ = find_debug_file(*elf_, where, &debug_path_);
+}
+
+Module::~Module() {
+  if (dwfl_) dwfl_end(dwfl_);
+}
+
+void Module::load_symbols() {
+  symbols_loaded_ = true;
+  elf_->collect_symbols(symbols_);
+  if (debug_) debug_->collect_symbols(symbols_);
+  finish_symbol_table(symbols_);
+}
+
+bool Module::open_dwarf() {
+  dwarf_tried_ = true;
+  if (!elf_->has_debug_info() && !(debug_ && debug_->has_debug_info())) return false;
+  dwfl_ = dwfl_begin(&kModuleCallbacks);
+  if (!dwfl_) return false;
+  int fd = ::dup(elf_->fd());
+  if (fd < 0) return false;
+  dwfl_report_begin(dwfl_);
+  // base = the first segment's vaddr makes the bias 0: we look up by vaddr.
+  dwmod_ = dwfl_report_elf(dwfl_, path_.c_str(), path_.c_str(), fd, elf_->first_load_vaddr(), false);
+  dwfl_report_end(dwfl_, nullptr, nullptr);
+  if (!dwmod_) {
+    ::close(fd);
+    return false;
+  }
+  attach_module(dwmod_, this);
+  return true;
+}
+
+void Module::dwarf_frames(uint64_t vaddr, Symbolized& out) {
+  if (!dwarf_tried_) open_dwarf();
+  if (!dwmod_) return;
+  Dwarf_Addr bias = 0;
+  Dwarf_Die* cudie = dwfl_module_addrdie(dwmod_, vaddr, &bias);
+  if (!cudie) return;
+
+  const char* file = nullptr;
+  int line = 0, col = 0;
+  if (Dwfl_Line* l = dwfl_module_getsrc(dwmod_, vaddr)) {
+    Dwarf_Addr a;
+    file = dwfl_lineinfo(l, &a, &line, &col, nullptr, nullptr);
+  }
+  Dwarf_Files* files = nullptr;
+  size_t nfiles = 0;
+  if (dwarf_getsrcfiles(cudie, &files, &nfiles) != 0) files = nullptr;
+
+  std::vector<SymbolizedFrame> frames;
+  Dwarf_Die* scopes = nullptr;
+  int n = dwarf_getscopes(cudie, vaddr - bias, &scopes);
+  for (int i = 0; i < n && i < 256; ++i) {
+    int tag = dwarf_tag(&scopes[i]);
+    if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
+    SymbolizedFrame f;
+    if (const char* name = die_linkage_or_name(&scopes[i])) f.function = demangle(name);
+    if (file) f.file = file;
+    f.line = line > 0 ? static_cast<uint32_t>(line) : 0;
+    f.column = col > 0 ? static_cast<uint32_t>(col) : 0;
+    if (tag == DW_TAG_subprogram) {
+      Dwarf_Addr lo;
+      if (dwarf_lowpc(&scopes[i], &lo) == 0) {
+        f.function_start = lo + bias;
+        f.has_start = true;
+      }
+      frames.push_back(std::move(f));
+      break;
+    }
+    f.inlined = true;
+    frames.push_back(std::move(f));
+    // The caller's location is this inlined call's site.
+    Dwarf_Attribute attr;
+    Dwarf_Word v = 0;
+    file = nullptr;
+    if (files && dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &attr), &v) == 0 && v < nfiles)
+      file = dwarf_filesrc(files, v, nullptr, nullptr);
+    line = dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &attr), &v) == 0 ? static_cast<int>(v) : 0;
+    col = dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_column, &attr), &v) == 0 ? static_cast<int>(v) : 0;
+  }
+  std::free(scopes);
+  if (frames.empty() && file) {
+    SymbolizedFrame f;
+    f.file = file;
+    f.line = line > 0 ? static_cast<uint32_t>(line) : 0;
+    f.column = col > 0 ? static_cast<uint32_t>(col) : 0;
+    frames.push_back(std::move(f));
+  }
+  out.frames = std::move(frames);
+}
+
+const Symbolized& Module::symbolize(uint64_t vaddr, bool lines) {
+  auto it = cache_.find(vaddr);
+  if (it != cache_.end()) return it->second;
+  if (cache_.size() >= kMaxCachedAddresses) cache_.clear();
+
+  Symbolized r;
+  if (lines) dwarf_frames(vaddr, r);
+  if (!symbols_loaded_) load_symbols();
+  const ElfSymbol* sym = lookup_symbol(symbols_, vaddr);
+  if (r.frames.empty() || r.frames.back().inlined) r.frames.emplace_back();
+  SymbolizedFrame& phys = r.frames.back();
+  if (sym) {
+    // The ELF symbol names the physical function (full C++ signature).
+    phys.function = demangle(sym->name);
+    phys.function_start = sym->addr;
+    phys.has_start = true;
+  }
+  return cache_.emplace(vaddr, std::move(r)).first->second;
+}
+
+std::shared_ptr<Module> ModuleCache::get(std::unique_ptr<ElfImage> elf, const std::string& path,
+                                         const DebugSearch& where) {
+  std::string key = !elf->build_id().empty()
+                        ? "b:" + elf->build_id()
+                        : "f:" + std::to_string(elf->dev()) + ":" + std::to_string(elf->inode()) + ":" +
+                              std::to_string(elf->file_size());
+  auto it = modules_.find(key);
+  if (it != modules_.end()) return it->second;
+  if (modules_.size() >= kMaxCachedModules) {
+    for (auto i = modules_.begin(); i != modules_.end();)
+      i = i->second.use_count() == 1 ? modules_.erase(i) : std::next(i);
+  }
+  auto m = std::make_shared<Module>(std::move(elf), path, where);
+  modules_.emplace(std::move(key), m);
+  return m;
+}
+
+}  // namespace jankbpf::stack

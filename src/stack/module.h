@@ -1,0 +1,107 @@
+// A loaded module (executable or shared object), shared by every process
+// that maps it and cached by build-id (or device/inode when there is none):
+// its ELF image, its separate debug file, a merged symbol table, a libdwfl
+// session for DWARF line info and inlined frames, and memoized results per
+// address so a warm lookup is one hash probe.
+#pragma once
+
+#include <elfutils/libdwfl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "stack/elf_image.h"
+
+namespace jankbpf::stack {
+
+// One function at an address, innermost first: inlined callees, then the
+// function the address physically lies in.
+struct SymbolizedFrame {
+  std::string function;  // demangled, "" if unknown
+  uint64_t function_start = 0;  // ELF vaddr of the symbol (physical frame only)
+  bool has_start = false;
+  std::string file;
+  uint32_t line = 0, column = 0;
+  bool inlined = false;
+};
+
+struct Symbolized {
+  std::vector<SymbolizedFrame> frames;  // never empty once computed
+};
+
+// Where to look for separate debug files: the target's root first
+// ("/proc/PID/root"), then the host root ("/"); `path` is the binary's path
+// as the target sees it (for .gnu_debuglink's directory rules).
+struct DebugSearch {
+  std::vector<std::string> roots;
+  std::string path;
+};
+
+// Finds and opens the separate debug file of `elf`: .build-id/xx/yyyy.debug
+// under <root>/usr/lib/debug, then .gnu_debuglink next to the binary, in
+// .debug/, and under <root>/usr/lib/debug/<dir>. A candidate must carry the
+// same build-id (or, without one, match the debuglink CRC).
+std::unique_ptr<ElfImage> find_debug_file(const ElfImage& elf, const DebugSearch& where,
+                                          std::string* found_path = nullptr);
+
+std::string demangle(std::string_view name);
+
+class Module;
+// Dwfl callbacks for sessions whose modules are reported with
+// dwfl_report_elf (never found by name) and tied to a Module with
+// attach_module(), which then serves the separate debug file.
+const Dwfl_Callbacks* module_dwfl_callbacks();
+void attach_module(Dwfl_Module* mod, Module* m);
+
+class Module {
+ public:
+  Module(std::unique_ptr<ElfImage> elf, std::string path, const DebugSearch& where);
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::string& build_id() const { return elf_->build_id(); }
+  const ElfImage& elf() const { return *elf_; }
+  const ElfImage* debug() const { return debug_.get(); }
+  const std::string& debug_path() const { return debug_path_; }
+
+  // Functions at ELF vaddr `vaddr` (pc - load bias, already pc-1 for
+  // return addresses). `lines`: consult DWARF for file:line and inlines.
+  const Symbolized& symbolize(uint64_t vaddr, bool lines);
+  size_t cached_results() const { return cache_.size(); }
+
+ private:
+  void load_symbols();
+  bool open_dwarf();
+  void dwarf_frames(uint64_t vaddr, Symbolized& out);
+
+  std::string path_;
+  std::unique_ptr<ElfImage> elf_;
+  std::unique_ptr<ElfImage> debug_;
+  std::string debug_path_;
+  bool symbols_loaded_ = false;
+  std::vector<ElfSymbol> symbols_;
+  bool dwarf_tried_ = false;
+  Dwfl* dwfl_ = nullptr;
+  Dwfl_Module* dwmod_ = nullptr;
+  std::unordered_map<uint64_t, Symbolized> cache_;
+};
+
+class ModuleCache {
+ public:
+  // The module for `elf` (opened from `path` in a process), reusing the
+  // cached one with the same build-id or file identity.
+  std::shared_ptr<Module> get(std::unique_ptr<ElfImage> elf, const std::string& path,
+                              const DebugSearch& where);
+  size_t size() const { return modules_.size(); }
+  void clear() { modules_.clear(); }
+
+ private:
+  std::unordered_map<std::string, std::shared_ptr<Module>> modules_;
+};
+
+}  // namespace jankbpf::stack

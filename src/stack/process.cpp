@@ -1,0 +1,420 @@
+#include "stack/process.h"
+
+#include <dwarf.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "stack/resolver.h"
+
+namespace jankbpf::stack {
+
+// The sample being unwound, and what the callbacks learned about it.
+struct Process::Ctx {
+  const SampleInput* in = nullptr;
+  const UserRegs* regs = nullptr;
+  uint64_t sp = 0, window = 0;  // copied stack: [sp, sp + window)
+  const MapEntry* stack_map = nullptr;
+  unsigned max_frames = 128;
+  std::vector<UnwoundPc> pcs;
+  uint64_t prev_sp = 0;
+  bool have_prev_sp = false;
+  // What the unwind step after the last reported frame ran into.
+  bool step_off_window = false, step_bad_read = false;
+  bool stopped = false;
+  UnwindStop stop = UnwindStop::Complete;
+  std::string error;
+  bool unknown_pc = false;
+};
+
+Process::Process(pid_t pid, Arch arch, Resolver& owner)
+    : pid_(pid), arch_(arch), regs_(reg_table(arch)), owner_(owner) {}
+
+Process::~Process() { drop_dwfl(); }
+
+std::string Process::proc_path(std::string_view leaf) const {
+  std::string p = owner_.options().proc_root;
+  p += '/';
+  p += std::to_string(pid_);
+  p += '/';
+  p += leaf;
+  return p;
+}
+
+bool Process::reload_maps() {
+  last_reload_ = std::chrono::steady_clock::now();
+  ++owner_.stats_.maps_reloads;
+  std::string text;
+  if (!read_small_file(proc_path("maps"), text)) {
+    // Gone: keep what we had (the samples may predate the exit).
+    return false;
+  }
+  if (maps_loaded_ && text == maps_text_) return false;
+  maps_text_ = std::move(text);
+  maps_ = ProcMaps::parse(maps_text_);
+  maps_loaded_ = true;
+  mapped_.clear();
+  if (dwfl_) ++owner_.stats_.dwfl_rebuilds;
+  drop_dwfl();
+  // Pointer-authentication bits sit above the user VA size; no mapping is
+  // above the highest one, so masking to its width never harms an address.
+  uint64_t hi = maps_.highest_user_end();
+  unsigned bits = hi > 1 ? static_cast<unsigned>(std::bit_width(hi - 1)) : 48;
+  bits = std::clamp(bits, 32u, 56u);
+  va_mask_ = (uint64_t{1} << bits) - 1;
+  return true;
+}
+
+bool Process::maybe_refresh() {
+  auto now = std::chrono::steady_clock::now();
+  if (maps_loaded_ && now - last_reload_ < owner_.options().maps_refresh_interval) return false;
+  return reload_maps();
+}
+
+uint64_t Process::strip_pac(uint64_t v) const {
+  if (!regs_.has_pac || !(v & ~va_mask_)) return v;
+  uint64_t s = v & va_mask_;
+  const MapEntry* m = maps_.find(s);
+  return m && m->x ? s : v;
+}
+
+const Process::Mapped& Process::mapped(const MapEntry& m) {
+  auto it = mapped_.find(m.start);
+  if (it != mapped_.end()) return it->second;
+  Mapped out;
+  if (m.is_vdso()) {
+    if (arch_ == host_arch().arch) {
+      out.module = owner_.host_vdso();
+      if (out.module) {
+        auto bias = out.module->elf().load_bias(m.start, m.pgoff);
+        if (bias) out.bias = *bias;
+        else out.module.reset();
+      }
+    }
+    return mapped_.emplace(m.start, std::move(out)).first->second;
+  }
+  if (!m.file_backed()) return mapped_.emplace(m.start, std::move(out)).first->second;
+
+  // map_files names the very file mapped (deleted or replaced binaries,
+  // other mount namespaces); the root path is the fallback (needs no
+  // CAP_SYS_ADMIN) and is checked against the inode maps reports.
+  char range[48];
+  std::snprintf(range, sizeof range, "map_files/%" PRIx64 "-%" PRIx64, m.start, m.end);
+  Fd fd(::open(proc_path(range).c_str(), O_RDONLY | O_CLOEXEC));
+  bool via_root = false;
+  if (!fd && !m.deleted) {
+    fd.reset(::open((proc_path("root") + m.path).c_str(), O_RDONLY | O_CLOEXEC));
+    via_root = true;
+  }
+  if (fd) {
+    struct stat st;
+    bool same = ::fstat(fd.get(), &st) == 0 &&
+                (!via_root || !owner_.options().verify_inode || st.st_ino == m.inode);
+    if (same) {
+      if (auto elf = ElfImage::open(std::move(fd))) {
+        auto bias = elf->load_bias(m.start, m.pgoff);
+        uint64_t b = bias ? *bias : m.start - m.pgoff;
+        DebugSearch where;
+        where.path = m.path;
+        where.roots.push_back(proc_path("root"));
+        if (!owner_.options().host_root.empty()) {
+          struct stat a, b2;
+          std::string host = owner_.options().host_root == "/" ? "" : owner_.options().host_root;
+          // The target's root is the host's: search it once.
+          if (!(::stat(proc_path("root/").c_str(), &a) == 0 && ::stat((host + "/").c_str(), &b2) == 0 &&
+                a.st_dev == b2.st_dev && a.st_ino == b2.st_ino))
+            where.roots.push_back(host);
+        }
+        out.module = owner_.modules_.get(std::move(elf), m.path, where);
+        out.bias = b;
+      }
+    }
+  }
+  return mapped_.emplace(m.start, std::move(out)).first->second;
+}
+
+// --- libdwfl session --------------------------------------------------------
+
+bool Process::ensure_dwfl() {
+  if (dwfl_) return true;
+  if (dwfl_failed_) return false;
+  static const Dwfl_Thread_Callbacks kCallbacks = {
+      .next_thread = cb_next_thread,
+      .get_thread = cb_get_thread,
+      .memory_read = cb_memory_read,
+      .set_initial_registers = cb_set_initial_registers,
+      .detach = nullptr,
+      .thread_detach = nullptr,
+  };
+  // libdwfl picks the unwinder backend (register count, frame-pointer
+  // fallback) from an ELF header; a bare one with the sample's machine
+  // keeps that independent of which modules are reported.
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  eh.e_type = ET_CORE;
+  eh.e_machine = regs_.e_machine;
+  eh.e_version = EV_CURRENT;
+  eh.e_ehsize = sizeof(Elf64_Ehdr);
+  static_assert(sizeof eh == sizeof arch_elf_image_);
+  std::memcpy(arch_elf_image_, &eh, sizeof eh);
+  elf_version(EV_CURRENT);
+  arch_elf_ = elf_memory(reinterpret_cast<char*>(arch_elf_image_), sizeof arch_elf_image_);
+  dwfl_ = dwfl_begin(module_dwfl_callbacks());
+  if (!arch_elf_ || !dwfl_) {
+    drop_dwfl();
+    dwfl_failed_ = true;
+    return false;
+  }
+  dwfl_report_begin(dwfl_);
+  dwfl_report_end(dwfl_, nullptr, nullptr);
+  if (!dwfl_attach_state(dwfl_, arch_elf_, pid_, &kCallbacks, this)) {
+    drop_dwfl();
+    dwfl_failed_ = true;
+    return false;
+  }
+  reported_.clear();
+  return true;
+}
+
+void Process::drop_dwfl() {
+  if (dwfl_) dwfl_end(dwfl_);
+  dwfl_ = nullptr;
+  if (arch_elf_) elf_end(arch_elf_);
+  arch_elf_ = nullptr;
+  reported_.clear();
+  dwfl_failed_ = false;
+}
+
+// Reports the module mapped at addr to the Dwfl, once (lazily, as perf
+// does: only modules some sample touches are ever opened).
+void Process::report(uint64_t addr) {
+  const MapEntry* m = maps_.find(addr);
+  if (!m || reported_.count(m->start)) return;
+  reported_.insert(m->start);
+  const Mapped& mp = mapped(*m);
+  if (!mp.module) return;
+  // Every mapping of one file shares the module: report it once.
+  uint64_t key = mp.bias ^ (reinterpret_cast<uintptr_t>(mp.module.get()) << 1);
+  if (reported_.count(key | 1)) return;
+  reported_.insert(key | 1);
+  int fd = ::dup(mp.module->elf().fd());
+  if (fd < 0) return;
+  dwfl_report_begin_add(dwfl_);
+  // add_p_vaddr=false: libdwfl takes bias = base - first PT_LOAD vaddr.
+  Dwfl_Module* mod = dwfl_report_elf(dwfl_, m->path.c_str(), m->path.c_str(), fd,
+                                     mp.bias + mp.module->elf().first_load_vaddr(), false);
+  dwfl_report_end(dwfl_, nullptr, nullptr);
+  if (!mod) {
+    ::close(fd);
+    return;
+  }
+  attach_module(mod, mp.module.get());
+}
+
+bool Process::read_word(uint64_t addr, uint64_t* out) {
+  Ctx& c = *ctx_;
+  if (addr >= c.sp && c.window >= 8 && addr - c.sp <= c.window - 8) {
+    std::memcpy(out, c.in->stack.data() + (addr - c.sp), 8);
+    // Saved return addresses carry PAC bits on arm64; other saved values
+    // are left alone unless stripping lands them in code.
+    *out = strip_pac(*out);
+    return true;
+  }
+  if (addr >= c.sp + c.window && c.stack_map && c.stack_map->contains(addr)) {
+    c.step_off_window = true;
+    return false;
+  }
+  // Read-only file-backed memory holds what the file holds.
+  if (const MapEntry* m = maps_.find(addr); m && !m->w && (m->file_backed() || m->is_vdso())) {
+    const Mapped& mp = mapped(*m);
+    if (mp.module && mp.module->elf().read(addr - m->start + m->pgoff, out, 8)) return true;
+  }
+  c.step_bad_read = true;
+  return false;
+}
+
+pid_t Process::cb_next_thread(Dwfl*, void* arg, void** thread_argp) {
+  if (*thread_argp) return 0;
+  auto* self = static_cast<Process*>(arg);
+  *thread_argp = self;
+  return self->ctx_ && self->ctx_->in->tid > 0 ? self->ctx_->in->tid : self->pid_;
+}
+
+bool Process::cb_get_thread(Dwfl*, pid_t, void* arg, void** thread_argp) {
+  *thread_argp = arg;
+  return true;
+}
+
+bool Process::cb_memory_read(Dwfl*, Dwarf_Addr addr, Dwarf_Word* result, void* arg) {
+  auto* self = static_cast<Process*>(arg);
+  if (!self->ctx_) return false;
+  uint64_t v = 0;
+  if (!self->read_word(addr, &v)) return false;
+  *result = v;
+  return true;
+}
+
+bool Process::cb_set_initial_registers(Dwfl_Thread* thread, void* arg) {
+  auto* self = static_cast<Process*>(arg);
+  if (!self->ctx_) return false;
+  const UserRegs& r = *self->ctx_->regs;
+  const RegTable& t = self->regs_;
+  for (unsigned d = 0; d < t.dwarf_count; ++d) {
+    if (!(r.dwarf_valid & (uint64_t{1} << d))) continue;
+    Dwarf_Word v = r.dwarf[d];
+    if (static_cast<int>(d) == t.lr_dwarf) v = self->strip_pac(v);
+    if (!dwfl_thread_state_registers(thread, static_cast<int>(d), 1, &v)) return false;
+  }
+  if (t.pc_dwarf < 0) dwfl_thread_state_register_pc(thread, r.pc);
+  return true;
+}
+
+int Process::cb_frame(Dwfl_Frame* state, void* arg) {
+  return static_cast<Process*>(arg)->on_frame(state);
+}
+
+int Process::on_frame(Dwfl_Frame* state) {
+  Ctx& c = *ctx_;
+  // Flags from here on describe the step that unwinds *this* frame.
+  c.step_off_window = c.step_bad_read = false;
+  Dwarf_Addr pc = 0;
+  if (!dwfl_frame_pc(state, &pc, nullptr)) {
+    c.stopped = true;
+    c.stop = UnwindStop::Error;
+    c.error = dwfl_errmsg(-1);
+    return DWARF_CB_ABORT;
+  }
+  pc = strip_pac(pc);
+  bool first = c.pcs.empty();
+  uint64_t lookup = first ? pc : pc - 1;
+  const MapEntry* m = maps_.find(lookup);
+  if (!m) c.unknown_pc = true;
+  if (!first && (pc == 0 || !m || !m->x)) {
+    // A "return address" outside code: garbage, not a frame.
+    c.stopped = true;
+    c.stop = UnwindStop::BadFrame;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "return address %#" PRIx64 " is not in code", pc);
+    c.error = buf;
+    return DWARF_CB_ABORT;
+  }
+  Dwarf_Word sp = 0;
+  bool have_sp = dwfl_frame_reg(state, static_cast<unsigned>(regs_.sp_dwarf), &sp) == 0;
+  if (!first && have_sp && c.have_prev_sp) {
+    if (sp < c.prev_sp || (sp == c.prev_sp && pc == c.pcs.back().pc)) {
+      c.stopped = true;
+      c.stop = UnwindStop::BadFrame;
+      c.error = "stack pointer did not move up";
+      return DWARF_CB_ABORT;
+    }
+  }
+  if (have_sp) {
+    c.prev_sp = sp;
+    c.have_prev_sp = true;
+  }
+  // Report before asking for isactivation: answering it unwinds one step,
+  // which needs this frame's module (and its CFI) already known.
+  report(lookup);
+  if (lookup != pc) report(pc);
+  bool activation = first;
+  if (!first) {
+    Dwarf_Addr pc2;
+    bool act = false;
+    if (dwfl_frame_pc(state, &pc2, &act)) activation = act;
+  }
+  c.pcs.push_back({pc, activation});
+  if (c.pcs.size() >= c.max_frames) {
+    c.stopped = true;
+    c.stop = UnwindStop::MaxDepth;
+    c.error = "frame limit reached";
+    return DWARF_CB_ABORT;
+  }
+  return DWARF_CB_OK;
+}
+
+Process::Unwound Process::unwind_once(const SampleInput& in, const UserRegs& regs) {
+  Unwound out;
+  if (!ensure_dwfl()) {
+    out.stop = UnwindStop::Error;
+    out.error = "cannot start a libdwfl session";
+    out.pcs.push_back({regs.pc, true});
+    return out;
+  }
+  Ctx c;
+  c.in = &in;
+  c.regs = &regs;
+  c.sp = regs.sp;
+  c.window = std::min<uint64_t>(in.stack.size(), in.stack_dyn_size);
+  if (c.sp + c.window < c.sp) c.window = 0;  // wraps: junk SP
+  c.stack_map = maps_.find(regs.sp);
+  c.max_frames = std::max(1u, owner_.options().max_frames);
+  ctx_ = &c;
+  pid_t tid = in.tid > 0 ? in.tid : pid_;
+  int rc = dwfl_getthread_frames(dwfl_, tid, cb_frame, this);
+  ctx_ = nullptr;
+
+  out.pcs = std::move(c.pcs);
+  out.unknown_pc = c.unknown_pc;
+  if (c.stopped) {
+    out.stop = c.stop;
+    out.error = std::move(c.error);
+  } else if (c.step_off_window) {
+    out.stop = UnwindStop::StackTruncated;
+    out.error = "unwinding needs memory above the copied stack";
+  } else if (rc == 0 && c.step_bad_read) {
+    // libdwfl ends quietly when the return address cannot be read.
+    out.stop = UnwindStop::BadFrame;
+    out.error = "return address unreadable";
+  } else if (rc == 0) {
+    out.stop = UnwindStop::Complete;
+  } else {
+    out.stop = UnwindStop::NoUnwindInfo;
+    out.error = dwfl_errmsg(-1);
+  }
+  if (out.pcs.empty()) out.pcs.push_back({regs.pc, true});
+  return out;
+}
+
+Process::Unwound Process::unwind(const SampleInput& in, const UserRegs& regs) {
+  if (!maps_loaded_) reload_maps();
+  if (!maps_.find(regs.pc)) maybe_refresh();  // new mapping (dlopen, JIT) or exec
+  Unwound out = unwind_once(in, regs);
+  if (out.unknown_pc && maybe_refresh()) out = unwind_once(in, regs);
+  return out;
+}
+
+const PerfMap::Entry* Process::jit_lookup(uint64_t addr) {
+  auto now = std::chrono::steady_clock::now();
+  if (perf_map_path_.empty()) {
+    pid_t ns = namespace_pid(owner_.options().proc_root, pid_);
+    perf_map_path_ = proc_path("root/tmp/perf-" + std::to_string(ns) + ".map");
+  }
+  if (perf_map_) {
+    if (const auto* e = perf_map_->lookup(addr)) return e;
+    // JIT output grows while we look: a miss re-checks the file, rarely.
+    if (now - perf_map_checked_ < std::chrono::milliseconds(20)) return nullptr;
+  }
+  perf_map_checked_ = now;
+  struct stat st;
+  if (::stat(perf_map_path_.c_str(), &st) != 0) return nullptr;
+  int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  if (perf_map_ && mtime == perf_map_mtime_ && st.st_size == perf_map_size_) return nullptr;
+  std::string text;
+  if (!read_small_file(perf_map_path_, text, 512 << 20)) return nullptr;
+  perf_map_ = PerfMap::parse(text);
+  perf_map_mtime_ = mtime;
+  perf_map_size_ = st.st_size;
+  return perf_map_->lookup(addr);
+}
+
+}  // namespace jankbpf::stack

@@ -1,0 +1,116 @@
+// Per-process state of the stack library (internal to Resolver): parsed
+// /proc/PID/maps, the modules behind its file mappings, its perf map, and
+// the cached libdwfl session that unwinds its samples.
+#pragma once
+
+#include <elfutils/libdwfl.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "arch/regs.h"
+#include "stack/maps.h"
+#include "stack/module.h"
+#include "stack/perf_map.h"
+#include "stack/stack.h"
+
+namespace jankbpf::stack {
+
+class Resolver;
+
+class Process {
+ public:
+  Process(pid_t pid, Arch arch, Resolver& owner);
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  Arch arch() const { return arch_; }
+  // Maps were read at least once (the process existed).
+  bool has_maps() const { return maps_loaded_; }
+  const ProcMaps& maps() const { return maps_; }
+
+  // Re-reads /proc/PID/maps; when it changed, drops the Dwfl and the
+  // per-mapping modules. Returns true when it changed.
+  bool reload_maps();
+  // reload_maps(), at most once per ResolverOptions::maps_refresh_interval.
+  bool maybe_refresh();
+
+  struct Mapped {
+    std::shared_ptr<Module> module;  // null: the file could not be opened/parsed
+    uint64_t bias = 0;               // runtime address - ELF vaddr
+  };
+  // The module of a file-backed (or vdso) mapping, opened on first use.
+  const Mapped& mapped(const MapEntry& m);
+
+  struct UnwoundPc {
+    uint64_t pc;
+    bool activation;  // leaf or signal frame: look up pc itself, not pc-1
+  };
+  struct Unwound {
+    std::vector<UnwoundPc> pcs;  // leaf first
+    UnwindStop stop = UnwindStop::Complete;
+    std::string error;
+    bool unknown_pc = false;  // a pc fell outside every known mapping
+  };
+  Unwound unwind(const SampleInput& in, const UserRegs& regs);
+
+  // The perf-map (JIT) entry for addr, re-reading the map file when it changed.
+  const PerfMap::Entry* jit_lookup(uint64_t addr);
+
+  // Removes arm64 pointer-authentication bits when what remains is code.
+  uint64_t strip_pac(uint64_t v) const;
+
+  uint64_t last_used = 0;
+
+ private:
+  struct Ctx;
+  bool ensure_dwfl();
+  void drop_dwfl();
+  void report(uint64_t addr);
+  bool read_word(uint64_t addr, uint64_t* out);
+  int on_frame(Dwfl_Frame* state);
+  Unwound unwind_once(const SampleInput& in, const UserRegs& regs);
+  std::string proc_path(std::string_view leaf) const;
+
+  static pid_t cb_next_thread(Dwfl*, void* arg, void** thread_argp);
+  static bool cb_get_thread(Dwfl*, pid_t tid, void* arg, void** thread_argp);
+  static bool cb_memory_read(Dwfl*, Dwarf_Addr addr, Dwarf_Word* result, void* arg);
+  static bool cb_set_initial_registers(Dwfl_Thread* thread, void* arg);
+  static int cb_frame(Dwfl_Frame* state, void* arg);
+
+  pid_t pid_;
+  Arch arch_;
+  const RegTable& regs_;
+  Resolver& owner_;
+  std::string maps_text_;
+  ProcMaps maps_;
+  bool maps_loaded_ = false;
+  uint64_t va_mask_ = ~uint64_t{0};
+  std::chrono::steady_clock::time_point last_reload_{};
+  std::unordered_map<uint64_t, Mapped> mapped_;  // by mapping start
+
+  Dwfl* dwfl_ = nullptr;
+  Elf* arch_elf_ = nullptr;
+  alignas(8) unsigned char arch_elf_image_[64] = {};
+  std::unordered_set<uint64_t> reported_;  // mapping starts reported to dwfl_
+  bool dwfl_failed_ = false;
+
+  std::optional<PerfMap> perf_map_;
+  std::string perf_map_path_;
+  int64_t perf_map_mtime_ = -1;
+  int64_t perf_map_size_ = -1;
+  std::chrono::steady_clock::time_point perf_map_checked_{};
+
+  Ctx* ctx_ = nullptr;  // the sample being unwound
+};
+
+}  // namespace jankbpf::stack

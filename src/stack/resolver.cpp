@@ -1,0 +1,252 @@
+#include "stack/resolver.h"
+
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "stack/process.h"
+
+namespace jankbpf::stack {
+namespace {
+
+// perf callchain context markers (include/uapi/linux/perf_event.h).
+constexpr uint64_t kPerfContextMax = static_cast<uint64_t>(-4095);
+constexpr uint64_t kPerfContextUser = static_cast<uint64_t>(-512);
+
+bool is_kernel_address(uint64_t a) { return a >> 63; }
+
+}  // namespace
+
+std::string_view to_string(UnwindStop s) {
+  switch (s) {
+    case UnwindStop::Complete: return "complete";
+    case UnwindStop::StackTruncated: return "stack_truncated";
+    case UnwindStop::NoUnwindInfo: return "no_unwind_info";
+    case UnwindStop::BadFrame: return "bad_frame";
+    case UnwindStop::MaxDepth: return "max_depth";
+    case UnwindStop::NoUserRegs: return "no_user_regs";
+    case UnwindStop::BadRegisters: return "bad_registers";
+    case UnwindStop::Unsupported: return "unsupported";
+    case UnwindStop::NoProcess: return "no_process";
+    case UnwindStop::Error: return "error";
+  }
+  return "error";
+}
+
+std::string_view wait_state_name(char state) {
+  switch (state) {
+    case 'R': return "running";
+    case 'S': return "sleeping";
+    case 'D': return "uninterruptible";
+    case 'T': return "stopped";
+    case 't': return "traced";
+    case 'I': return "idle";
+    case 'P': return "parked";
+    case 'Z': return "zombie";
+    case 'X': return "dead";
+    default: return "off-cpu";
+  }
+}
+
+Resolver::Resolver(ResolverOptions opts) : opts_(std::move(opts)) {}
+Resolver::~Resolver() = default;
+
+void Resolver::invalidate(pid_t pid) { procs_.erase(pid); }
+
+Resolver::Stats Resolver::stats() const {
+  Stats s = stats_;
+  s.processes = procs_.size();
+  s.modules = modules_.size();
+  return s;
+}
+
+Process* Resolver::process(pid_t pid, Arch arch) {
+  auto it = procs_.find(pid);
+  if (it != procs_.end() && it->second->arch() != arch) {
+    procs_.erase(it);
+    it = procs_.end();
+  }
+  if (it == procs_.end()) {
+    if (procs_.size() >= std::max<size_t>(1, opts_.max_processes)) {
+      auto lru = std::min_element(procs_.begin(), procs_.end(), [](const auto& a, const auto& b) {
+        return a.second->last_used < b.second->last_used;
+      });
+      procs_.erase(lru);
+    }
+    it = procs_.emplace(pid, std::make_unique<Process>(pid, arch, *this)).first;
+  }
+  it->second->last_used = ++use_clock_;
+  return it->second.get();
+}
+
+const Kallsyms& Resolver::kallsyms() {
+  if (!kallsyms_) {
+    kallsyms_ = std::make_unique<Kallsyms>(Kallsyms::load(opts_.kallsyms_path));
+    kallsyms_loaded_ = std::chrono::steady_clock::now();
+    kernel_build_id_ = kernel_build_id(opts_.sys_root);
+  }
+  return *kallsyms_;
+}
+
+std::shared_ptr<Module> Resolver::host_vdso() {
+  if (vdso_tried_) return vdso_;
+  vdso_tried_ = true;
+  uint64_t base = getauxval(AT_SYSINFO_EHDR);
+  if (!base) return nullptr;
+  std::string text;
+  if (!read_small_file("/proc/self/maps", text)) return nullptr;
+  ProcMaps self = ProcMaps::parse(text);
+  const MapEntry* m = self.find(base);
+  if (!m || m->end - m->start > (1u << 20)) return nullptr;
+  // The vDSO is the kernel's, the same in every native process: copy ours
+  // into a memfd so it is a file like any other module.
+  Fd fd(memfd_create("jankbpf-vdso", MFD_CLOEXEC));
+  if (!fd) return nullptr;
+  const char* p = reinterpret_cast<const char*>(m->start);
+  size_t left = m->end - m->start;
+  while (left > 0) {
+    ssize_t n = ::write(fd.get(), p, left);
+    if (n <= 0) return nullptr;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  auto elf = ElfImage::open(std::move(fd));
+  if (!elf) return nullptr;
+  vdso_ = modules_.get(std::move(elf), "[vdso]", DebugSearch{});
+  return vdso_;
+}
+
+void Resolver::kernel_frames(const SampleInput& in, ResolvedStack& out) {
+  bool first = true;
+  for (uint64_t addr : in.kernel_callchain) {
+    if (addr == kPerfContextUser) break;
+    if (addr >= kPerfContextMax || !is_kernel_address(addr)) continue;
+    const Kallsyms& ks = kallsyms();
+    uint64_t lookup = first ? addr : addr - 1;
+    first = false;
+    auto hit = ks.lookup(lookup);
+    if (!hit && std::chrono::steady_clock::now() - kallsyms_loaded_ > std::chrono::seconds(10)) {
+      kallsyms_.reset();  // a module loaded since: read the table again
+      hit = kallsyms().lookup(lookup);
+    }
+    Frame f;
+    f.pc = addr;
+    f.flags = kFrameKernel;
+    f.module_offset = addr;
+    if (hit) {
+      f.symbol.assign(hit->name);
+      f.symbol_offset = addr - (lookup - hit->offset);
+      f.module_offset = hit->module_offset + (addr - lookup);
+      if (hit->module.empty()) {
+        f.module = "[kernel.kallsyms]";
+        f.build_id = kernel_build_id_;
+      } else {
+        std::string mod(hit->module);
+        f.module = "[" + mod + "]";
+        auto [it, inserted] = kmod_build_ids_.try_emplace(mod);
+        if (inserted) it->second = kernel_module_build_id(mod, opts_.sys_root);
+        f.build_id = it->second;
+      }
+    } else {
+      f.module = "[kernel]";
+    }
+    out.frames.push_back(std::move(f));
+  }
+  out.kernel_frames = out.frames.size();
+}
+
+namespace {
+
+void append_user_frames(Process& p, const ResolverOptions& opts, uint64_t pc, bool activation,
+                        std::vector<Frame>& out) {
+  uint64_t lookup = activation ? pc : pc - 1;
+  const MapEntry* m = p.maps().find(lookup);
+  Frame base;
+  base.pc = pc;
+  base.module_offset = pc;
+  if (!m) {
+    out.push_back(std::move(base));
+    return;
+  }
+  if (m->anon_exec()) {
+    base.flags |= kFrameJit;
+    if (const PerfMap::Entry* e = p.jit_lookup(lookup)) {
+      JitSymbol j = parse_jit_name(e->name);
+      base.symbol = std::move(j.function);
+      base.symbol_offset = pc - e->start;
+      base.file = std::move(j.file);
+      base.line = j.line;
+      base.column = j.column;
+    }
+    out.push_back(std::move(base));
+    return;
+  }
+  base.module = m->path;
+  const Process::Mapped& mp = (m->file_backed() || m->is_vdso()) ? p.mapped(*m) : Process::Mapped{};
+  if (!mp.module) {
+    // Cannot open it: keep what names the place offline (path + offset).
+    base.module_offset = pc - m->start + m->pgoff;
+    out.push_back(std::move(base));
+    return;
+  }
+  base.build_id = mp.module->build_id();
+  base.module_offset = pc - mp.bias;
+  const Symbolized& s = mp.module->symbolize(lookup - mp.bias, opts.source_lines);
+  for (const SymbolizedFrame& sf : s.frames) {
+    Frame f = base;
+    f.symbol = sf.function;
+    f.file = sf.file;
+    f.line = sf.line;
+    f.column = sf.column;
+    if (sf.inlined) {
+      f.flags |= kFrameInlined;
+    } else if (sf.has_start && base.module_offset >= sf.function_start) {
+      f.symbol_offset = base.module_offset - sf.function_start;
+    }
+    out.push_back(std::move(f));
+  }
+}
+
+}  // namespace
+
+ResolvedStack Resolver::resolve(const SampleInput& in) {
+  ResolvedStack out;
+  out.pid = in.pid;
+  out.tid = in.tid;
+  out.wait_state = in.wait_state;
+  ++stats_.samples;
+  kernel_frames(in, out);
+
+  auto fail = [&](UnwindStop stop, std::string why) {
+    out.stop = stop;
+    out.truncated = true;
+    out.error = std::move(why);
+    if (!out.frames.empty()) out.frames.back().flags |= kFrameTruncated;
+    return out;
+  };
+  auto abi = static_cast<RegsAbi>(in.regs_abi);
+  if (abi == RegsAbi::None || in.regs.empty()) return fail(UnwindStop::NoUserRegs, "no user registers");
+  if (abi != RegsAbi::Abi64) return fail(UnwindStop::Unsupported, "32-bit user ABI");
+  auto regs = decode_user_regs(in.arch, in.regs_mask, in.regs);
+  if (!regs) return fail(UnwindStop::BadRegisters, "registers do not match the mask");
+
+  Process* p = process(in.pid, in.arch);
+  Process::Unwound u = p->unwind(in, *regs);
+  if (!p->has_maps()) {
+    Frame f;
+    f.pc = regs->pc;
+    f.module_offset = regs->pc;
+    out.frames.push_back(std::move(f));
+    return fail(UnwindStop::NoProcess, "cannot read /proc/" + std::to_string(in.pid) + "/maps");
+  }
+  for (const auto& up : u.pcs) append_user_frames(*p, opts_, up.pc, up.activation, out.frames);
+  out.stop = u.stop;
+  out.error = std::move(u.error);
+  out.truncated = u.stop != UnwindStop::Complete;
+  if (out.truncated && !out.frames.empty()) out.frames.back().flags |= kFrameTruncated;
+  return out;
+}
+
+}  // namespace jankbpf::stack

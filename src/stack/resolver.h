@@ -1,0 +1,105 @@
+// The stack library's entry point: captured sample in, symbolized stack out.
+//
+//   stack::Resolver resolver;                       // one per worker thread
+//   stack::SampleInput in;
+//   in.pid = s.pid; in.tid = s.tid;
+//   in.regs_abi = s.abi; in.regs_mask = reg_table(host_arch().arch).sample_regs_user;
+//   in.regs = {s.regs, popcount(mask)};
+//   in.stack = {s.stack_data, s.stack_size}; in.stack_dyn_size = s.dyn_size;
+//   in.kernel_callchain = {s.ips, s.nr};            // perf callchain as is
+//   stack::ResolvedStack st = resolver.resolve(in);
+//   tree.add(st);
+//
+// Unwinding: elfutils libdwfl over the copied stack (one cached Dwfl per
+// process, modules reported lazily from /proc/PID/maps and opened through
+// /proc/PID/map_files or /proc/PID/root), frame pointers through JIT code,
+// pointer-authentication bits stripped on arm64. Symbolization: ELF
+// .symtab/.dynsym, separate debug files, DWARF lines and inlines, perf maps
+// for JIT code, /proc/kallsyms for kernel frames.
+//
+// Not thread-safe: call from one thread (off the ring-buffer reader).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "stack/kallsyms.h"
+#include "stack/module.h"
+#include "stack/stack.h"
+
+namespace jankbpf::stack {
+
+struct ResolverOptions {
+  // Where /proc is (tests point it at a fixture tree with PID/maps and
+  // PID/root/<files>).
+  std::string proc_root = "/proc";
+  std::string kallsyms_path = "/proc/kallsyms";
+  std::string sys_root = "/sys";  // kernel build-ids (/sys/kernel/notes)
+  // Host root searched for debug files after the target's root; "" = none.
+  std::string host_root = "/";
+  unsigned max_frames = 128;
+  // A file opened through /proc/PID/root (when map_files is unavailable)
+  // must have the inode maps names, or it is a replaced binary. Fixture
+  // trees (copied files) turn this off.
+  bool verify_inode = true;
+  // DWARF file:line and inlined frames (cold cost: parsing .debug_info).
+  bool source_lines = true;
+  // An unknown PC re-reads /proc/PID/maps at most this often per process.
+  std::chrono::milliseconds maps_refresh_interval{50};
+  // Processes kept (least recently used beyond this are dropped).
+  size_t max_processes = 256;
+};
+
+class Process;
+
+class Resolver {
+ public:
+  explicit Resolver(ResolverOptions opts = {});
+  ~Resolver();
+  Resolver(const Resolver&) = delete;
+  Resolver& operator=(const Resolver&) = delete;
+
+  // Unwinds and symbolizes one sample. Never throws on bad input: a stack
+  // it cannot finish comes back partial with `truncated` and `stop` set.
+  ResolvedStack resolve(const SampleInput& in);
+
+  // The process exec'd or changed its mappings: drop its maps and Dwfl.
+  void invalidate(pid_t pid);
+  // The process exited: drop everything about it.
+  void forget(pid_t pid) { invalidate(pid); }
+
+  struct Stats {
+    size_t processes = 0, modules = 0;
+    uint64_t samples = 0, maps_reloads = 0, dwfl_rebuilds = 0;
+  };
+  Stats stats() const;
+
+  const ResolverOptions& options() const { return opts_; }
+  const Kallsyms& kallsyms();
+
+ private:
+  Process* process(pid_t pid, Arch arch);
+  void kernel_frames(const SampleInput& in, ResolvedStack& out);
+
+  ResolverOptions opts_;
+  ModuleCache modules_;
+  std::unordered_map<pid_t, std::unique_ptr<Process>> procs_;
+  uint64_t use_clock_ = 0;
+  std::unique_ptr<Kallsyms> kallsyms_;
+  std::chrono::steady_clock::time_point kallsyms_loaded_{};
+  std::string kernel_build_id_;
+  std::unordered_map<std::string, std::string> kmod_build_ids_;
+  std::shared_ptr<Module> vdso_;
+  bool vdso_tried_ = false;
+  Stats stats_;
+
+  friend class Process;
+  std::shared_ptr<Module> host_vdso();
+};
+
+}  // namespace jankbpf::stack

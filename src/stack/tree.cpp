@@ -1,0 +1,222 @@
+#include "stack/tree.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+
+namespace jankbpf::stack {
+
+struct StackTree::Node {
+  Frame frame;
+  char wait_state = 0;
+  uint32_t count = 0;
+  uint32_t order = 0;  // first-seen order among siblings
+  std::vector<std::unique_ptr<Node>> children;
+  std::unordered_map<std::string, Node*> by_key;
+};
+
+namespace {
+
+std::string frame_key(const Frame& f, TreeOptions::Merge merge) {
+  char buf[64];
+  std::string k;
+  if (f.kernel()) {
+    if (merge == TreeOptions::Merge::Function && !f.symbol.empty()) return "k:" + f.module + ":" + f.symbol;
+    std::snprintf(buf, sizeof buf, "k:%" PRIx64, f.pc);
+    return buf;
+  }
+  if (f.jit() && !f.symbol.empty()) {
+    k = "j:" + f.symbol + "\x1f" + f.file;
+    std::snprintf(buf, sizeof buf, ":%u:%u", f.line, f.column);
+    return k + buf;
+  }
+  if (!f.has_module()) {
+    std::snprintf(buf, sizeof buf, "%c:%" PRIx64, f.jit() ? 'J' : 'u', f.pc);
+    return buf;
+  }
+  k = "n:" + f.module + "\x1f" + f.build_id + "\x1f" + f.symbol + (f.inlined() ? "\x1fi" : "");
+  if (merge == TreeOptions::Merge::Function && !f.symbol.empty()) return k;
+  std::snprintf(buf, sizeof buf, "\x1f%" PRIx64, f.module_offset);
+  return k + buf;
+}
+
+std::string wait_text(char state) {
+  std::string s = "wait ";
+  s.push_back(state);
+  s += " (";
+  s += wait_state_name(state);
+  s += ")";
+  return s;
+}
+
+}  // namespace
+
+StackTree::StackTree(TreeOptions opts) : root_(std::make_unique<Node>()), opts_(opts) {}
+StackTree::~StackTree() = default;
+StackTree::StackTree(StackTree&&) noexcept = default;
+StackTree& StackTree::operator=(StackTree&&) noexcept = default;
+
+void StackTree::add(const ResolvedStack& stack) {
+  ++samples_;
+  ++root_->count;
+  Node* cur = root_.get();
+  auto step = [&](const std::string& key, const Frame* f, char wait) {
+    auto it = cur->by_key.find(key);
+    Node* next;
+    if (it != cur->by_key.end()) {
+      next = it->second;
+    } else {
+      auto n = std::make_unique<Node>();
+      if (f) n->frame = *f;
+      n->wait_state = wait;
+      n->order = static_cast<uint32_t>(cur->children.size());
+      next = n.get();
+      cur->by_key.emplace(key, next);
+      cur->children.push_back(std::move(n));
+    }
+    ++next->count;
+    cur = next;
+  };
+  for (auto it = stack.frames.rbegin(); it != stack.frames.rend(); ++it)
+    step(frame_key(*it, opts_.merge), &*it, 0);
+  if (stack.wait_state) step(std::string("w:") + stack.wait_state, nullptr, stack.wait_state);
+}
+
+std::string StackTree::format_frame(const Frame& f, bool source_locations) {
+  char buf[64];
+  std::string s;
+  if (f.jit() && !f.symbol.empty()) {
+    s = "at " + f.symbol;
+    if (!f.file.empty()) {
+      s += " (" + f.file;
+      if (f.line) {
+        std::snprintf(buf, sizeof buf, ":%u", f.line);
+        s += buf;
+        if (f.column) {
+          std::snprintf(buf, sizeof buf, ":%u", f.column);
+          s += buf;
+        }
+      }
+      s += ")";
+    }
+    return s;
+  }
+  bool absolute = f.kernel() || !f.has_module();
+  std::snprintf(buf, sizeof buf, absolute ? "pc %016" PRIx64 " " : "pc %08" PRIx64 " ",
+                absolute ? f.pc : f.module_offset);
+  s = buf;
+  if (!f.has_module()) {
+    s += f.jit() ? "[jit]" : "[unknown]";
+    return s;
+  }
+  s += f.module;
+  if (!f.symbol.empty()) {
+    s += "(" + f.symbol;
+    if (!f.inlined()) {
+      std::snprintf(buf, sizeof buf, "+%" PRIu64, f.symbol_offset);
+      s += buf;
+    }
+    s += ")";
+  }
+  if (!f.build_id.empty()) s += "(" + f.build_id + ")";
+  if (source_locations && !f.file.empty()) {
+    std::snprintf(buf, sizeof buf, ":%u", f.line);
+    s += " [" + f.file + buf + "]";
+  }
+  return s;
+}
+
+std::vector<StackTree::Line> StackTree::lines() const {
+  std::vector<Line> out;
+  auto sorted = [](const Node& n) {
+    std::vector<const Node*> v;
+    v.reserve(n.children.size());
+    for (const auto& c : n.children) v.push_back(c.get());
+    std::stable_sort(v.begin(), v.end(), [](const Node* a, const Node* b) {
+      return a->count != b->count ? a->count > b->count : a->order < b->order;
+    });
+    return v;
+  };
+  // Iterative depth-first walk: stacks can be deep.
+  std::vector<std::pair<const Node*, int>> todo;
+  auto kids = sorted(*root_);
+  for (auto it = kids.rbegin(); it != kids.rend(); ++it) todo.push_back({*it, 0});
+  while (!todo.empty()) {
+    auto [n, level] = todo.back();
+    todo.pop_back();
+    out.push_back({level, n->count, n->wait_state ? nullptr : &n->frame, n->wait_state});
+    auto ch = sorted(*n);
+    for (auto it = ch.rbegin(); it != ch.rend(); ++it) todo.push_back({*it, level + 1});
+  }
+  return out;
+}
+
+std::string StackTree::render() const {
+  std::string out;
+  char buf[32];
+  for (const Line& l : lines()) {
+    out.append(static_cast<size_t>(l.level) * 4, ' ');
+    std::snprintf(buf, sizeof buf, "%u #%02d ", l.count, l.level);
+    out += buf;
+    out += l.frame ? format_frame(*l.frame, opts_.source_locations) : wait_text(l.wait_state);
+    out += '\n';
+  }
+  return out;
+}
+
+std::vector<StackTree::Line> StackTree::heaviest_path() const {
+  std::vector<Line> path;
+  const Node* cur = root_.get();
+  int level = 0;
+  while (!cur->children.empty()) {
+    const Node* best = nullptr;
+    for (const auto& c : cur->children)
+      if (!best || c->count > best->count) best = c.get();
+    path.push_back({level++, best->count, best->wait_state ? nullptr : &best->frame, best->wait_state});
+    cur = best;
+  }
+  std::reverse(path.begin(), path.end());
+  return path;
+}
+
+std::string StackTree::heaviest_stack() const {
+  std::string out;
+  char buf[32];
+  int i = 0;
+  for (const Line& l : heaviest_path()) {
+    if (i) out += '\n';
+    std::snprintf(buf, sizeof buf, "#%02d ", i++);
+    out += buf;
+    out += l.frame ? format_frame(*l.frame, opts_.source_locations) : wait_text(l.wait_state);
+  }
+  return out;
+}
+
+int ModuleTable::index(const Frame& f) {
+  if (!f.has_module()) return -1;
+  std::string key = f.module + '\x1f' + f.build_id;
+  auto it = index_.find(key);
+  if (it != index_.end()) return it->second;
+  int i = static_cast<int>(modules_.size());
+  modules_.emplace_back(f.module, f.build_id);
+  index_.emplace(std::move(key), i);
+  return i;
+}
+
+std::vector<ModuleTable::NativeFrame> ModuleTable::frames(const ResolvedStack& s) {
+  std::vector<NativeFrame> out;
+  for (size_t i = 0; i < s.frames.size(); ++i) {
+    const Frame& f = s.frames[i];
+    // Inlined frames precede the frame that physically holds their pc.
+    if (f.inlined()) continue;
+    NativeFrame nf;
+    nf.module = index(f);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%" PRIX64, nf.module >= 0 ? f.module_offset : f.pc);
+    nf.offset = buf;
+    out.push_back(std::move(nf));
+  }
+  return out;
+}
+
+}  // namespace jankbpf::stack

@@ -1,0 +1,520 @@
+// The stack library on REAL samples: a purpose-built target
+// (tests/apps/stack_target.c, -O2 -fomit-frame-pointer) sampled with
+// perf_event_open exactly as jankbpf's sampler takes them (cpu-clock,
+// PERF_SAMPLE_REGS_USER with the arch table's mask, 16 KB of user stack,
+// the kernel callchain), and the off-CPU case from a sched_switch
+// tracepoint sample (the same registers + stack copy BPF takes at switch-out).
+// Needs root (perf on another process, /proc/PID/map_files).
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "arch/regs.h"
+#include "stack/resolver.h"
+#include "stack/tree.h"
+
+using namespace jankbpf;
+using namespace jankbpf::stack;
+
+namespace {
+
+constexpr uint32_t kStackBytes = 16384;
+
+// --- the target -------------------------------------------------------------
+
+bool newer(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  if (::stat(a.c_str(), &sa) != 0) return false;
+  if (::stat(b.c_str(), &sb) != 0) return true;
+  return sa.st_mtime >= sb.st_mtime;
+}
+
+// build/tests/stack_target from `make apps`, or a fresh build with the same
+// flags when it is missing or stale.
+std::string target_binary() {
+  const std::string src = "tests/apps/stack_target.c";
+  std::vector<std::string> cands;
+  if (const char* b = std::getenv("JANKBPF_BUILD")) cands.push_back(std::string(b) + "/tests/stack_target");
+  cands.push_back("build/tests/stack_target");
+  for (const auto& c : cands)
+    if (newer(c, src)) return c;
+  static std::string built;
+  if (!built.empty()) return built;
+  char dir[] = "/tmp/jankbpf-stack-XXXXXX";
+  if (!::mkdtemp(dir)) return "";
+  std::string out = std::string(dir) + "/stack_target";
+  std::string cmd = "gcc -O2 -g -fomit-frame-pointer -pthread -Wall " + src + " -o " + out + " -lm";
+  if (std::system(cmd.c_str()) != 0) return "";
+  built = out;
+  return built;
+}
+
+struct Child {
+  pid_t pid = -1;
+  int in = -1;   // its stdin (we write)
+  int out = -1;  // its stdout (we read)
+
+  ~Child() { stop(); }
+  void go() { REQUIRE(::write(in, "g", 1) == 1); }
+  // Reads stdout until `word` shows up (or timeout).
+  bool wait_for(const std::string& word, int timeout_ms = 10000) {
+    std::string got;
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (std::chrono::steady_clock::now() < end) {
+      pollfd p{out, POLLIN, 0};
+      if (::poll(&p, 1, 50) > 0) {
+        char buf[256];
+        ssize_t n = ::read(out, buf, sizeof buf);
+        if (n <= 0) return false;
+        got.append(buf, static_cast<size_t>(n));
+        if (got.find(word) != std::string::npos) return true;
+      }
+    }
+    return false;
+  }
+  void stop() {
+    if (in >= 0) ::close(in);
+    in = -1;
+    if (pid > 0) {
+      int st;
+      for (int i = 0; i < 100 && ::waitpid(pid, &st, WNOHANG) == 0; ++i) ::usleep(10000);
+      if (::waitpid(pid, &st, WNOHANG) == 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &st, 0);
+      }
+    }
+    pid = -1;
+    if (out >= 0) ::close(out);
+    out = -1;
+  }
+};
+
+void spawn(Child& c, std::vector<std::string> args) {
+  std::string bin = target_binary();
+  REQUIRE(!bin.empty());
+  int to[2], from[2];
+  REQUIRE(::pipe2(to, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(from, O_CLOEXEC) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(to[0], 0);
+    ::dup2(from[1], 1);
+    std::vector<char*> argv;
+    argv.push_back(bin.data());
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(bin.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(to[0]);
+  ::close(from[1]);
+  c.pid = pid;
+  c.in = to[1];
+  c.out = from[0];
+}
+
+// --- perf sampling ----------------------------------------------------------
+
+struct Sample {
+  uint32_t pid = 0, tid = 0;
+  uint64_t abi = 0;
+  std::vector<uint64_t> regs;
+  std::vector<uint8_t> stack;
+  uint64_t dyn_size = 0;
+  std::vector<uint64_t> callchain;
+
+  SampleInput input(uint64_t mask) const {
+    SampleInput in;
+    in.pid = static_cast<pid_t>(pid);
+    in.tid = static_cast<pid_t>(tid);
+    in.regs_abi = abi;
+    in.regs_mask = mask;
+    in.regs = regs;
+    in.stack = stack;
+    in.stack_dyn_size = dyn_size;
+    in.kernel_callchain = callchain;
+    return in;
+  }
+};
+
+class PerfSampler {
+ public:
+  // cpu-clock every `period_ns` of the target's CPU time, or (tracepoint
+  // != 0) every hit of that tracepoint id.
+  PerfSampler(pid_t pid, uint64_t period_ns, uint64_t tracepoint = 0) {
+    perf_event_attr a{};
+    a.size = sizeof a;
+    if (tracepoint) {
+      a.type = PERF_TYPE_TRACEPOINT;
+      a.config = tracepoint;
+      a.sample_period = 1;
+    } else {
+      a.type = PERF_TYPE_SOFTWARE;
+      a.config = PERF_COUNT_SW_CPU_CLOCK;
+      a.sample_period = period_ns;
+    }
+    a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN |
+                    PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    a.sample_regs_user = mask();
+    a.sample_stack_user = kStackBytes;
+    a.exclude_callchain_user = 1;  // the user part is ours to unwind
+    a.disabled = 0;
+    a.wakeup_events = 1;
+    fd_ = static_cast<int>(::syscall(SYS_perf_event_open, &a, pid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd_ < 0) return;
+    page_ = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    size_ = page_ * (1 + kDataPages);
+    base_ = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (base_ == MAP_FAILED) base_ = nullptr;
+  }
+  ~PerfSampler() {
+    if (base_) ::munmap(base_, size_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return fd_ >= 0 && base_; }
+  static uint64_t mask() { return reg_table(host_arch().arch).sample_regs_user; }
+
+  // Moves every complete record out of the ring.
+  void drain() {
+    auto* meta = static_cast<perf_event_mmap_page*>(base_);
+    auto* data = static_cast<uint8_t*>(base_) + page_;
+    uint64_t data_size = page_ * kDataPages;
+    uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+    uint64_t tail = meta->data_tail;
+    std::vector<uint8_t> rec;
+    while (tail + sizeof(perf_event_header) <= head) {
+      perf_event_header h;
+      copy_out(data, data_size, tail, &h, sizeof h);
+      if (h.size < sizeof h || tail + h.size > head) break;
+      rec.resize(h.size);
+      copy_out(data, data_size, tail, rec.data(), h.size);
+      if (h.type == PERF_RECORD_SAMPLE) parse(rec);
+      else if (h.type == PERF_RECORD_LOST) ++lost;
+      tail += h.size;
+    }
+    __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+  }
+  // Drains until `until` returns true or `ms` pass.
+  template <class F>
+  void run(int ms, F until) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end) {
+      pollfd p{fd_, POLLIN, 0};
+      ::poll(&p, 1, 10);
+      drain();
+      if (until()) break;
+    }
+    drain();
+  }
+
+  std::vector<Sample> samples;
+  uint64_t lost = 0;
+
+ private:
+  static constexpr size_t kDataPages = 2048;  // 8 MiB
+
+  static void copy_out(const uint8_t* data, uint64_t size, uint64_t pos, void* out, size_t len) {
+    uint64_t off = pos % size;
+    size_t first = static_cast<size_t>(std::min<uint64_t>(len, size - off));
+    std::memcpy(out, data + off, first);
+    std::memcpy(static_cast<uint8_t*>(out) + first, data, len - first);
+  }
+
+  void parse(const std::vector<uint8_t>& rec) {
+    size_t off = sizeof(perf_event_header);
+    auto u64 = [&]() {
+      uint64_t v = 0;
+      if (off + 8 <= rec.size()) std::memcpy(&v, rec.data() + off, 8);
+      off += 8;
+      return v;
+    };
+    Sample s;
+    u64();  // ip
+    uint64_t pidtid = u64();
+    s.pid = static_cast<uint32_t>(pidtid);
+    s.tid = static_cast<uint32_t>(pidtid >> 32);
+    u64();  // time
+    uint64_t nr = u64();
+    for (uint64_t i = 0; i < nr && off < rec.size(); ++i) s.callchain.push_back(u64());
+    s.abi = u64();
+    if (s.abi) {
+      int n = __builtin_popcountll(mask());
+      for (int i = 0; i < n; ++i) s.regs.push_back(u64());
+    }
+    uint64_t size = u64();
+    if (size && off + size <= rec.size()) {
+      s.stack.assign(rec.data() + off, rec.data() + off + size);
+      off += size;
+      s.dyn_size = u64();
+    }
+    samples.push_back(std::move(s));
+  }
+
+  int fd_ = -1;
+  void* base_ = nullptr;
+  size_t page_ = 4096, size_ = 0;
+};
+
+std::vector<ResolvedStack> resolve_all(Resolver& r, const std::vector<Sample>& samples) {
+  std::vector<ResolvedStack> out;
+  for (const auto& s : samples) out.push_back(r.resolve(s.input(PerfSampler::mask())));
+  return out;
+}
+
+bool names(const Frame& f, const std::string& fn) { return f.symbol == fn; }
+
+// Index of the first frame named fn at or after `from`, or -1.
+int find_frame(const ResolvedStack& s, const std::string& fn, size_t from = 0) {
+  for (size_t i = from; i < s.frames.size(); ++i)
+    if (names(s.frames[i], fn)) return static_cast<int>(i);
+  return -1;
+}
+
+std::string dump(const ResolvedStack& s) {
+  std::string out = "stop=" + std::string(to_string(s.stop)) + " " + s.error + "\n";
+  for (const auto& f : s.frames) out += "  " + StackTree::format_frame(f, true) + "\n";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("live x86_64 samples: main -> outer -> middle -> inner, heaviest stack", "[stack][live]") {
+  if (::geteuid() != 0) { WARN("needs root"); return; }
+  Child c;
+  spawn(c, {"deep", "700"});
+  PerfSampler ps(c.pid, 2'000'000);
+  REQUIRE(ps.ok());
+  c.go();
+  bool done = false;
+  ps.run(10000, [&] {
+    pollfd p{c.out, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) done = true;
+    return done;
+  });
+  REQUIRE(c.wait_for("done", 100) | done);
+  REQUIRE(ps.samples.size() >= 50);
+
+  Resolver r;
+  auto stacks = resolve_all(r, ps.samples);
+  StackTree tree;
+  size_t complete = 0, reach_main = 0;
+  for (const auto& s : stacks) {
+    tree.add(s);
+    if (s.stop == UnwindStop::Complete) ++complete;
+    int i = find_frame(s, "inner");
+    if (i >= 0) {
+      int m = find_frame(s, "middle", static_cast<size_t>(i));
+      int o = m >= 0 ? find_frame(s, "outer", static_cast<size_t>(m)) : -1;
+      int mn = o >= 0 ? find_frame(s, "main", static_cast<size_t>(o)) : -1;
+      if (mn > o && o > m && m > i) ++reach_main;
+    }
+  }
+  INFO("first stack:\n" << dump(stacks.front()));
+  INFO("tree:\n" << tree.render());
+  // Every sample is in inner (or the vDSO clock it calls) and unwinds to
+  // the outermost frame without frame pointers.
+  CHECK(reach_main >= stacks.size() * 95 / 100);
+  CHECK(complete >= stacks.size() * 95 / 100);
+
+  std::string heaviest = tree.heaviest_stack();
+  INFO("heaviest:\n" << heaviest);
+  size_t pi = heaviest.find("(inner+");
+  size_t pm = heaviest.find("(middle+");
+  size_t po = heaviest.find("(outer+");
+  size_t pn = heaviest.find("(main+");
+  REQUIRE(pi != std::string::npos);
+  REQUIRE(pm != std::string::npos);
+  REQUIRE(po != std::string::npos);
+  REQUIRE(pn != std::string::npos);
+  CHECK(pi < pm);
+  CHECK(pm < po);
+  CHECK(po < pn);
+  // The heaviest path is leaf first and its leaf is inner itself.
+  CHECK(heaviest.rfind("#00 ", 0) == 0);
+  CHECK(heaviest.substr(0, heaviest.find('\n')).find("(inner+") != std::string::npos);
+
+  // The tree: root first; counts never exceed the number of samples.
+  auto lines = tree.lines();
+  REQUIRE(!lines.empty());
+  std::map<int, uint64_t> per_level;
+  for (const auto& l : lines) {
+    per_level[l.level] += l.count;
+    CHECK(l.count <= tree.samples());
+  }
+  for (auto [level, sum] : per_level) CHECK(sum <= tree.samples());
+  CHECK(lines.front().level == 0);
+  REQUIRE(lines.front().frame);
+  CHECK(lines.front().frame->symbol == "_start");  // outermost frame is the root
+  // Build-id and module path as in the seed's lines.
+  std::string text = tree.render();
+  CHECK(text.find("stack_target(main+") != std::string::npos);
+  CHECK(text.find("    ") != std::string::npos);
+
+  // file:line from DWARF (the target is built with -g).
+  const ResolvedStack& s0 = stacks.front();
+  int ii = find_frame(s0, "inner");
+  REQUIRE(ii >= 0);
+  CHECK(s0.frames[static_cast<size_t>(ii)].file.find("stack_target.c") != std::string::npos);
+  CHECK(s0.frames[static_cast<size_t>(ii)].line > 0);
+  CHECK(!s0.frames[static_cast<size_t>(ii)].build_id.empty());
+
+  // Speed: unwind + symbolize one 16 KB sample, warm.
+  auto t0 = std::chrono::steady_clock::now();
+  size_t frames = 0;
+  for (const auto& s : ps.samples) frames += r.resolve(s.input(PerfSampler::mask())).frames.size();
+  auto t1 = std::chrono::steady_clock::now();
+  double us = std::chrono::duration<double, std::micro>(t1 - t0).count() / static_cast<double>(ps.samples.size());
+  std::printf("[stack] warm resolve: %.1f us/sample (%zu samples, %.1f frames/sample)\n", us, ps.samples.size(),
+              static_cast<double>(frames) / static_cast<double>(ps.samples.size()));
+  CHECK(us < 1000.0);
+}
+
+TEST_CASE("live x86_64 samples: A 400 ms then B 100 ms, counts in proportion", "[stack][live]") {
+  if (::geteuid() != 0) { WARN("needs root"); return; }
+  Child c;
+  spawn(c, {"ab", "400", "100"});
+  PerfSampler ps(c.pid, 2'000'000);
+  REQUIRE(ps.ok());
+  c.go();
+  bool done = false;
+  ps.run(10000, [&] {
+    pollfd p{c.out, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) done = true;
+    return done;
+  });
+  REQUIRE(ps.samples.size() >= 50);
+  Resolver r;
+  StackTree tree(TreeOptions{TreeOptions::Merge::Function});
+  StackTree by_pc;
+  for (const auto& s : resolve_all(r, ps.samples)) {
+    tree.add(s);
+    by_pc.add(s);
+  }
+  uint64_t a = 0, b = 0;
+  for (const auto& l : tree.lines()) {
+    if (!l.frame) continue;
+    if (l.frame->symbol == "func_a") a += l.count;
+    if (l.frame->symbol == "func_b") b += l.count;
+  }
+  INFO("tree:\n" << tree.render());
+  REQUIRE(a > 0);
+  REQUIRE(b > 0);
+  double ratio = static_cast<double>(a) / static_cast<double>(b);
+  CHECK(ratio > 2.5);
+  CHECK(ratio < 6.5);
+  // Both hang off long_task, which holds every sample.
+  std::string text = by_pc.render();
+  CHECK(text.find("(func_a+") != std::string::npos);
+  CHECK(text.find("(func_b+") != std::string::npos);
+  CHECK(text.find("(long_task+") != std::string::npos);
+}
+
+TEST_CASE("live x86_64 JIT: frame pointers through anonymous code, names from perf map", "[stack][live]") {
+  if (::geteuid() != 0) { WARN("needs root"); return; }
+  Child c;
+  spawn(c, {"jit", "400"});
+  PerfSampler ps(c.pid, 2'000'000);
+  REQUIRE(ps.ok());
+  c.go();
+  bool done = false;
+  ps.run(10000, [&] {
+    pollfd p{c.out, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) done = true;
+    return done;
+  });
+  REQUIRE(ps.samples.size() >= 30);
+  Resolver r;
+  StackTree tree;
+  size_t through = 0, in_leaf = 0;
+  std::string example;
+  for (const auto& s : resolve_all(r, ps.samples)) {
+    tree.add(s);
+    int leaf = find_frame(s, "jit_leaf");
+    if (leaf < 0) continue;
+    ++in_leaf;
+    int j = find_frame(s, "jitBusy", static_cast<size_t>(leaf));
+    int run = j >= 0 ? find_frame(s, "run_jit", static_cast<size_t>(j)) : -1;
+    int mn = run >= 0 ? find_frame(s, "main", static_cast<size_t>(run)) : -1;
+    if (mn > run && run > j && j > leaf) {
+      ++through;
+      const Frame& jf = s.frames[static_cast<size_t>(j)];
+      CHECK(jf.jit());
+      CHECK(jf.file == "/srv/app/busy.js");
+      CHECK(jf.line == 12);
+      CHECK(jf.column == 7);
+    }
+    if (example.empty()) example = dump(s);
+  }
+  INFO("example:\n" << example << "tree:\n" << tree.render());
+  REQUIRE(in_leaf > 0);
+  CHECK(through >= in_leaf * 9 / 10);
+  CHECK(tree.render().find(" at jitBusy (/srv/app/busy.js:12:7)") != std::string::npos);
+}
+
+TEST_CASE("live x86_64 off-CPU: sched_switch sample of a thread blocked in read()", "[stack][live]") {
+  if (::geteuid() != 0) { WARN("needs root"); return; }
+  std::string id_text;
+  {
+    std::ifstream f("/sys/kernel/tracing/events/sched/sched_switch/id");
+    if (!f) f.open("/sys/kernel/debug/tracing/events/sched/sched_switch/id");
+    std::getline(f, id_text);
+  }
+  if (id_text.empty()) { WARN("no tracefs"); return; }
+  Child c;
+  spawn(c, {"block"});
+  PerfSampler ps(c.pid, 0, std::stoull(id_text));
+  REQUIRE(ps.ok());
+  c.go();
+  REQUIRE(c.wait_for("blocking"));
+  ps.run(1000, [] { return false; });
+  REQUIRE(!ps.samples.empty());
+  Resolver r;
+  // The last switch-out is the one into the blocking read.
+  SampleInput in = ps.samples.back().input(PerfSampler::mask());
+  in.wait_state = 'S';
+  ResolvedStack s = r.resolve(in);
+  INFO(dump(s));
+  REQUIRE(s.kernel_frames > 0);
+  bool sched = false, pipe = false;
+  for (size_t i = 0; i < s.kernel_frames; ++i) {
+    CHECK(s.frames[i].kernel());
+    if (s.frames[i].symbol.find("schedule") != std::string::npos) sched = true;
+    if (s.frames[i].symbol.find("pipe_read") != std::string::npos) pipe = true;  // anon_pipe_read on 6.14+
+  }
+  CHECK(sched);
+  CHECK(pipe);
+  int w = find_frame(s, "wait_input", s.kernel_frames);
+  int b = find_frame(s, "blocker");
+  int m = find_frame(s, "main");
+  CHECK(w >= 0);
+  CHECK(b > w);
+  CHECK(m > b);
+  CHECK(s.stop == UnwindStop::Complete);
+  StackTree tree;
+  tree.add(s);
+  std::string text = tree.render();
+  INFO(text);
+  CHECK(text.find("wait S (sleeping)") != std::string::npos);
+  CHECK(text.find("[kernel.kallsyms](") != std::string::npos);
+  CHECK(tree.heaviest_stack().rfind("#00 wait S", 0) == 0);
+}
