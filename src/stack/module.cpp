@@ -165,8 +165,17 @@ void Module::dwarf_frames(uint64_t vaddr, Symbolized& out) {
   if (dwarf_getsrcfiles(cudie, &files, &nfiles) != 0) files = nullptr;
 
   std::vector<SymbolizedFrame> frames;
+  // The innermost scope at the address, then every scope holding that DIE
+  // (dwarf_getscopes_die walks the concrete tree: an inlined call's
+  // DW_TAG_inlined_subroutine, then its caller, out to the DW_TAG_subprogram).
   Dwarf_Die* scopes = nullptr;
   int n = dwarf_getscopes(cudie, vaddr - bias, &scopes);
+  if (n > 0) {
+    Dwarf_Die innermost = scopes[0];
+    std::free(scopes);
+    scopes = nullptr;
+    n = dwarf_getscopes_die(&innermost, &scopes);
+  }
   for (int i = 0; i < n && i < 256; ++i) {
     int tag = dwarf_tag(&scopes[i]);
     if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;

@@ -51,15 +51,21 @@ std::string wait_text(char state) {
 
 }  // namespace
 
-StackTree::StackTree(TreeOptions opts) : root_(std::make_unique<Node>()), opts_(opts) {}
+StackTree::StackTree(TreeOptions opts)
+    : root_(std::make_unique<Node>()), func_root_(std::make_unique<Node>()), opts_(opts) {}
 StackTree::~StackTree() = default;
 StackTree::StackTree(StackTree&&) noexcept = default;
 StackTree& StackTree::operator=(StackTree&&) noexcept = default;
 
 void StackTree::add(const ResolvedStack& stack) {
   ++samples_;
-  ++root_->count;
-  Node* cur = root_.get();
+  insert(root_.get(), stack, opts_.merge);
+  if (opts_.merge != TreeOptions::Merge::Function) insert(func_root_.get(), stack, TreeOptions::Merge::Function);
+}
+
+void StackTree::insert(Node* root, const ResolvedStack& stack, TreeOptions::Merge merge) {
+  ++root->count;
+  Node* cur = root;
   auto step = [&](const std::string& key, const Frame* f, char wait) {
     auto it = cur->by_key.find(key);
     Node* next;
@@ -77,8 +83,7 @@ void StackTree::add(const ResolvedStack& stack) {
     ++next->count;
     cur = next;
   };
-  for (auto it = stack.frames.rbegin(); it != stack.frames.rend(); ++it)
-    step(frame_key(*it, opts_.merge), &*it, 0);
+  for (auto it = stack.frames.rbegin(); it != stack.frames.rend(); ++it) step(frame_key(*it, merge), &*it, 0);
   if (stack.wait_state) step(std::string("w:") + stack.wait_state, nullptr, stack.wait_state);
 }
 
@@ -166,12 +171,17 @@ std::string StackTree::render() const {
 
 std::vector<StackTree::Line> StackTree::heaviest_path() const {
   std::vector<Line> path;
-  const Node* cur = root_.get();
+  const Node* cur = opts_.merge == TreeOptions::Merge::Function ? root_.get() : func_root_.get();
   int level = 0;
   while (!cur->children.empty()) {
     const Node* best = nullptr;
-    for (const auto& c : cur->children)
+    uint64_t in_children = 0;
+    for (const auto& c : cur->children) {
+      in_children += c->count;
       if (!best || c->count > best->count) best = c.get();
+    }
+    uint64_t ends_here = cur->count > in_children ? cur->count - in_children : 0;
+    if (level > 0 && best->count <= ends_here) break;
     path.push_back({level++, best->count, best->wait_state ? nullptr : &best->frame, best->wait_state});
     cur = best;
   }

@@ -54,8 +54,10 @@ class StackTree {
   // Nodes in render order (depth first, children by count).
   std::vector<Line> lines() const;
 
-  // The most-sampled path (at each level the child with the highest
-  // count), leaf first; and as text, one "#NN ..." frame per line.
+  // The most-sampled path, leaf first; and as text, one "#NN ..." frame
+  // per line. Walked on frames merged by function (so a hot loop spread
+  // over many pcs counts as one place): from the root, go to the child with
+  // the highest count while it holds more samples than end at this node.
   std::vector<Line> heaviest_path() const;
   std::string heaviest_stack() const;
 
@@ -64,7 +66,9 @@ class StackTree {
 
  private:
   struct Node;
+  static void insert(Node* root, const ResolvedStack& stack, TreeOptions::Merge merge);
   std::unique_ptr<Node> root_;
+  std::unique_ptr<Node> func_root_;  // by-function twin for heaviest_path()
   TreeOptions opts_;
   size_t samples_ = 0;
 };
