@@ -24,6 +24,7 @@ constexpr size_t kMaxToolOutput = 4096;
 constexpr const char* kDatName = "trace.dat";
 constexpr const char* kTextName = "trace.txt";
 constexpr const char* kToolLog = "trace-cmd.log";
+constexpr const char* kTextTailName = "trace-tail.txt";
 
 int64_t now_ms() {
   struct timespec ts{};
@@ -124,6 +125,51 @@ bool copy_fd(int in, int out) {
       off += w;
     }
   }
+}
+
+
+int64_t fs_size(const std::string& path) {
+  struct stat st{};
+  return ::lstat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+}
+
+// The text of a whole ring buffer runs to tens of MB, far past the log
+// cap, while the newest events (the jank and what led to it) are what
+// matter. When `from` is larger than max_bytes, writes to `to` its leading
+// '#' header lines, a note, and its last lines that fit; otherwise leaves
+// `to` absent.
+bool cut_to_tail(const std::string& from, const std::string& to, size_t max_bytes, std::string& error) {
+  const int64_t size = fs_size(from);
+  if (size < 0 || static_cast<uint64_t>(size) <= max_bytes) return true;
+  Fd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in) {
+    error = "trace: cannot reread " + from + ": " + strerror(errno);
+    return false;
+  }
+  std::string head(4096, '\0');
+  ssize_t n = ::pread(in.get(), head.data(), head.size(), 0);
+  head.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  size_t header_end = 0;
+  while (header_end < head.size() && head[header_end] == '#') {
+    size_t nl = head.find('\n', header_end);
+    if (nl == std::string::npos) break;
+    header_end = nl + 1;
+  }
+  std::string header = head.substr(0, header_end) + "# jankbpf: older events cut to keep the newest " +
+                       std::to_string(max_bytes) + " bytes\n";
+  if (header.size() >= max_bytes) header.clear();
+  off_t start = static_cast<off_t>(size - static_cast<int64_t>(max_bytes - header.size()));
+  // Start at a line boundary.
+  char c = 0;
+  while (start < size && ::pread(in.get(), &c, 1, start) == 1 && c != '\n') ++start;
+  ++start;
+  Fd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!out || ::write(out.get(), header.data(), header.size()) != static_cast<ssize_t>(header.size()) ||
+      ::lseek(in.get(), start, SEEK_SET) < 0 || !copy_fd(in.get(), out.get())) {
+    error = "trace: cannot save the text trace in " + to + ": " + strerror(errno);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -308,7 +354,14 @@ void TraceCapture::save_text(CaptureResult& r) {
   // Reading `trace` does not consume it; clear it so the next capture does
   // not repeat this one (trace-cmd's reads consume, so both behave alike).
   Fd clear(::open((instance_.path() + "/trace").c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
-  r.log = logs_.adopt(LogKind::TraceText, pid_, text);
+  std::string saved = text;
+  if (!cut_to_tail(text, temp_dir_ + "/" + kTextTailName, options_.text_max_bytes, r.error)) return;
+  if (fs_size(temp_dir_ + "/" + kTextTailName) > 0) {
+    saved = temp_dir_ + "/" + kTextTailName;
+    note_ += (note_.empty() ? "" : "; ") + std::string("text trace cut to its newest ") +
+             std::to_string(options_.text_max_bytes) + " bytes";
+  }
+  r.log = logs_.adopt(LogKind::TraceText, pid_, saved);
   if (r.log.ok()) r.format = "text";
 }
 

@@ -45,6 +45,9 @@ struct CaptureOptions {
   std::string temp_base = "/tmp";
   int timeout_ms = 30000;     // trace-cmd is killed past this
   bool use_trace_cmd = true;  // false: always the text trace
+  // The text trace keeps its newest lines up to this size (a whole ring
+  // buffer as text runs to tens of MB; the seed's traces are 1-5 MB).
+  size_t text_max_bytes = 4u << 20;
 };
 
 struct CaptureResult {

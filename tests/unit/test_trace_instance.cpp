@@ -372,6 +372,24 @@ TEST_CASE("without trace-cmd the text trace is saved, and says so", "[trace]") {
     CHECK(r.note == "trace-cmd extract timed out after 300 ms and was killed: saved the instance's text trace");
     CHECK(r.duration_ms < 5000);
   }
+  SECTION("a long text trace keeps its newest lines") {
+    make_activity();
+    CaptureOptions o;
+    o.use_trace_cmd = false;
+    o.text_max_bytes = 3000;
+    TraceCapture cap(inst, logs, o);
+    CaptureResult r = cap.run(81);
+    REQUIRE(r.ok());
+    CHECK(r.format == "text");
+    CHECK(r.note == "trace-cmd not used (disabled): saved the instance's text trace; text trace cut to its "
+                    "newest 3000 bytes");
+    const std::string text = slurp(r.log.path);
+    CHECK(text.size() <= 3000);
+    CHECK(text.size() > 1000);
+    CHECK(text.rfind("# tracer: nop", 0) == 0);
+    CHECK(text.find("# jankbpf: older events cut to keep the newest 3000 bytes\n") != std::string::npos);
+    CHECK(text.back() == '\n');
+  }
   SECTION("the log dir is over its cap") {
     LogDirOptions lo = log_opts(s.path + "/tiny");
     lo.cap_bytes = 10;
