@@ -117,7 +117,13 @@ bool LogDir::open() {
 // following a link, creating what is missing. The fd of the last component
 // is the directory for good: a link swapped in later changes nothing.
 bool LogDir::ensure_open(std::string& error) {
-  if (dir_) return true;
+  if (dir_) {
+    // Removed under us (rm -rf by a user cleaning up): its fd now names a
+    // dead directory; walk the path again and recreate it.
+    struct stat st{};
+    if (::fstat(dir_.get(), &st) == 0 && st.st_nlink > 0) return true;
+    dir_.reset();
+  }
   const std::string& path = options_.path;
   if (path.empty()) {
     error = "log dir: empty path";

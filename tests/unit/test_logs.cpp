@@ -253,6 +253,17 @@ TEST_CASE("a directory that appears later is picked up", "[logs]") {
   CHECK(d.write(LogKind::Stack, 1, "x").ok());
 }
 
+TEST_CASE("a log dir removed while in use is recreated", "[logs]") {
+  Scratch s;
+  LogDir d(opts(s.path + "/logs", 1 << 20, 1700000000000));
+  REQUIRE(d.write(LogKind::Stack, 1, "x").ok());
+  fs::remove_all(s.path + "/logs");
+  LogWrite w = d.write(LogKind::Stack, 1, "y");
+  REQUIRE(w.ok());
+  CHECK(slurp(w.path) == "y");
+  CHECK(mode_of(s.path + "/logs") == 0750);
+}
+
 TEST_CASE("a read-only log dir gives error and over-limit results, no throw", "[logs]") {
   if (!is_root()) {
     WARN("skipped: mounting a read-only tmpfs needs root (chmod does not stop root)");
