@@ -23,8 +23,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -108,8 +110,8 @@ struct Child {
   }
 };
 
-void spawn(Child& c, std::vector<std::string> args) {
-  std::string bin = target_binary();
+void spawn(Child& c, std::vector<std::string> args, std::string bin = "") {
+  if (bin.empty()) bin = target_binary();
   REQUIRE(!bin.empty());
   int to[2], from[2];
   REQUIRE(::pipe2(to, O_CLOEXEC) == 0);
@@ -517,4 +519,117 @@ TEST_CASE("live x86_64 off-CPU: sched_switch sample of a thread blocked in read(
   CHECK(text.find("wait S (sleeping)") != std::string::npos);
   CHECK(text.find("[kernel.kallsyms](") != std::string::npos);
   CHECK(tree.heaviest_stack().rfind("#00 wait S", 0) == 0);
+}
+
+namespace {
+
+// Samples a `deep` run of `bin` (spawned with `prefix` in front) until it
+// says done; returns the resolved stacks.
+std::vector<ResolvedStack> sample_run(Child& c, pid_t target, int period_ms = 2) {
+  PerfSampler ps(target, static_cast<uint64_t>(period_ms) * 1'000'000);
+  REQUIRE(ps.ok());
+  c.go();
+  bool done = false;
+  ps.run(10000, [&] {
+    pollfd p{c.out, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) done = true;
+    return done;
+  });
+  REQUIRE(ps.samples.size() >= 30);
+  Resolver r;
+  return resolve_all(r, ps.samples);
+}
+
+size_t count_chain(const std::vector<ResolvedStack>& stacks, const std::vector<std::string>& chain) {
+  size_t n = 0;
+  for (const auto& s : stacks) {
+    size_t at = 0;
+    bool ok = true;
+    for (const auto& fn : chain) {
+      int i = find_frame(s, fn, at);
+      if (i < 0) {
+        ok = false;
+        break;
+      }
+      at = static_cast<size_t>(i) + 1;
+    }
+    if (ok) ++n;
+  }
+  return n;
+}
+
+// The pid of the first process whose parent is `ppid` (scanning /proc).
+pid_t child_of(pid_t ppid) {
+  for (int tries = 0; tries < 200; ++tries) {
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      std::string name = e.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream f(e.path() / "stat");
+      std::string stat;
+      std::getline(f, stat);
+      size_t rp = stat.rfind(')');
+      if (rp == std::string::npos) continue;
+      std::istringstream rest(stat.substr(rp + 2));
+      std::string state;
+      long parent = 0;
+      rest >> state >> parent;
+      if (parent == ppid) return static_cast<pid_t>(std::stol(name));
+    }
+    ::usleep(10000);
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("live x86_64: a deleted and replaced binary is still read through map_files", "[stack][live]") {
+  if (::geteuid() != 0) { WARN("needs root"); return; }
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/jankbpf-deleted-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::string bin = dir + "/app";
+  fs::copy_file(target_binary(), bin);
+  Child c;
+  spawn(c, {"deep", "300"}, bin);
+  // Gone from disk, and another file in its place (an upgrade in place).
+  ::usleep(50000);
+  fs::remove(bin);
+  fs::copy_file("/bin/true", bin);
+  auto stacks = sample_run(c, c.pid);
+  INFO(dump(stacks.front()));
+  CHECK(count_chain(stacks, {"inner", "middle", "outer", "main"}) >= stacks.size() * 9 / 10);
+  int i = find_frame(stacks.front(), "inner");
+  REQUIRE(i >= 0);
+  CHECK(stacks.front().frames[static_cast<size_t>(i)].module == bin);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("live x86_64: a process in its own mount and pid namespace (perf map via its root, NSpid)",
+          "[stack][live]") {
+  if (::geteuid() != 0) { WARN("needs root"); return; }
+  if (std::system("command -v unshare >/dev/null 2>&1") != 0) { WARN("no unshare"); return; }
+  namespace fs = std::filesystem;
+  // Outside /tmp: the container gets a private tmpfs there.
+  char tmpl[] = "/var/tmp/jankbpf-ns-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::string bin = dir + "/stack_target";
+  fs::copy_file(target_binary(), bin);
+  Child c;
+  spawn(c, {"-m", "-p", "-f", "--propagation", "private", "sh", "-c",
+            "mount -t tmpfs jankbpf-tmp /tmp && exec " + bin + " jit 400"},
+        "/usr/bin/unshare");
+  pid_t target = child_of(c.pid);
+  REQUIRE(target > 0);
+  // The target may still be sh for a moment: wait for the exec.
+  for (int i = 0; i < 200; ++i) {
+    std::error_code ec;
+    if (fs::read_symlink("/proc/" + std::to_string(target) + "/exe", ec).string() == bin) break;
+    ::usleep(10000);
+  }
+  auto stacks = sample_run(c, target);
+  INFO(dump(stacks.front()));
+  // Its /tmp/perf-1.map exists only in its mount namespace, under its pid there.
+  CHECK_FALSE(fs::exists("/tmp/perf-1.map"));
+  CHECK(count_chain(stacks, {"jit_leaf", "jitBusy", "run_jit", "main"}) >= stacks.size() * 8 / 10);
+  fs::remove_all(dir);
 }
