@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "arch/regs.h"
+#include "stack/elf_image.h"
 #include "stack/maps.h"
 #include "stack/resolver.h"
 #include "stack/tree.h"
@@ -402,6 +403,108 @@ TEST_CASE("x86_64 self-capture replayed offline: inlined frames, lines, complete
   for (int i = 0; i < 1000; ++i) r.resolve(c.input());
   double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 1000;
   std::printf("[stack] warm resolve (x86_64 self-capture, %zu frames): %.1f us\n", s.frames.size(), us);
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+}
+
+TEST_CASE("maps re-read on an unknown pc (dlopen, exec) and on invalidate()", "[stack][aarch64]") {
+  std::string dir = "tests/fixtures/aarch64/static";
+  Capture c;
+  REQUIRE(load_capture(dir, dir + "/stack_selfcapture", c));
+  // The same process before its text was mapped (as if dlopen'ed later).
+  std::string partial;
+  std::istringstream ms(c.maps);
+  for (std::string line; std::getline(ms, line);)
+    if (line.find(" r-xp ") == std::string::npos || line.find('/') == std::string::npos) partial += line + "\n";
+  FakeProc proc(partial, {{c.binary_path_in_maps, c.binary}});
+  std::string maps_file = proc.root + "/" + std::to_string(kFakePid) + "/maps";
+  Resolver r(proc.options());
+  ResolvedStack before = r.resolve(c.input());
+  CHECK(before.stop != UnwindStop::Complete);
+  CHECK(before.frames.front().symbol.empty());
+  std::ofstream(maps_file) << c.maps;
+  ::usleep(static_cast<useconds_t>(r.options().maps_refresh_interval.count() * 1000 + 20000));
+  ResolvedStack after = r.resolve(c.input());
+  INFO(dump(after));
+  CHECK(after.stop == UnwindStop::Complete);
+  CHECK(after.frames.front().symbol == "capture");
+  // Back to the partial maps: only an explicit invalidate() notices at once
+  // (the pc is still covered by what we had).
+  std::ofstream(maps_file) << partial;
+  CHECK(r.resolve(c.input()).stop == UnwindStop::Complete);
+  r.invalidate(kFakePid);
+  CHECK(r.resolve(c.input()).stop != UnwindStop::Complete);
+  CHECK(r.stats().maps_reloads >= 3);
+}
+
+TEST_CASE("separate debug files: .build-id in the target's root, .gnu_debuglink, none", "[stack][x86]") {
+  if (host_arch().arch != Arch::X86_64) return;
+  if (std::system("command -v objcopy >/dev/null 2>&1") != 0) return;
+  std::string src = "tests/apps/stack_selfcapture.c";
+  char tmpl[] = "/tmp/jankbpf-debuglink-XXXXXX";
+  std::string tmp = ::mkdtemp(tmpl);
+  std::string bin = tmp + "/stack_selfcapture";
+  REQUIRE(std::system(("gcc -O2 -g -fomit-frame-pointer -pthread -Wall " + src + " -o " + bin + " -lm").c_str()) == 0);
+  REQUIRE(std::system((bin + " " + tmp + "/out").c_str()) == 0);
+  // As distributions ship it: the binary stripped of everything, the
+  // symbols and DWARF in a separate file named by build-id and debuglink.
+  std::string dbg = tmp + "/stack_selfcapture.debug";
+  std::string stripped = tmp + "/stripped";
+  REQUIRE(std::system(("objcopy --only-keep-debug " + bin + " " + dbg).c_str()) == 0);
+  REQUIRE(std::system(("objcopy --strip-all --add-gnu-debuglink=" + dbg + " " + bin + " " + stripped).c_str()) == 0);
+  auto img = ElfImage::open_path(stripped);
+  REQUIRE(img);
+  CHECK_FALSE(img->has_symtab());
+  CHECK(img->debuglink() == "stack_selfcapture.debug");
+  std::string bid = img->build_id();
+  REQUIRE(bid.size() > 2);
+  Capture c;
+  REQUIRE(load_capture(tmp + "/out", bin, c));
+  const ProcMaps maps = ProcMaps::parse(c.maps);
+  auto files_with = [&](std::vector<std::pair<std::string, std::string>> extra) {
+    std::vector<std::pair<std::string, std::string>> files = {{c.binary_path_in_maps, stripped}};
+    for (const auto& m : maps.entries())
+      if (m.file_backed() && m.path != c.binary_path_in_maps &&
+          std::none_of(files.begin(), files.end(), [&](auto& f) { return f.first == m.path; }))
+        files.push_back({m.path, m.path});
+    for (auto& e : extra) files.push_back(std::move(e));
+    return files;
+  };
+  SECTION("no debug file: module, build-id and offset, no names") {
+    FakeProc proc(c.maps, files_with({}));
+    Resolver r(proc.options());
+    ResolvedStack s = r.resolve(c.input());
+    INFO(dump(s));
+    CHECK(s.stop == UnwindStop::Complete);  // .eh_frame stays in stripped binaries
+    const Frame& leaf = s.frames.front();
+    CHECK(leaf.symbol.empty());
+    CHECK(leaf.module == c.binary_path_in_maps);
+    CHECK(leaf.build_id == bid);
+    CHECK(leaf.module_offset > 0);
+    StackTree t;
+    t.add(s);
+    CHECK(t.render().find(c.binary_path_in_maps + "(" + bid + ")") != std::string::npos);
+  }
+  SECTION("build-id path under the target's root") {
+    FakeProc proc(c.maps,
+                  files_with({{"/usr/lib/debug/.build-id/" + bid.substr(0, 2) + "/" + bid.substr(2) + ".debug", dbg}}));
+    Resolver r(proc.options());
+    check_deep_chain(r.resolve(c.input()));
+  }
+  SECTION(".gnu_debuglink in .debug/ next to the binary") {
+    std::string d = c.binary_path_in_maps.substr(0, c.binary_path_in_maps.rfind('/'));
+    FakeProc proc(c.maps, files_with({{d + "/.debug/stack_selfcapture.debug", dbg}}));
+    Resolver r(proc.options());
+    check_deep_chain(r.resolve(c.input()));
+  }
+  SECTION("a debug file of another build is refused") {
+    std::string other = tmp + "/other.debug";
+    REQUIRE(std::system(("objcopy --only-keep-debug /bin/true " + other + " 2>/dev/null").c_str()) == 0);
+    FakeProc proc(c.maps,
+                  files_with({{"/usr/lib/debug/.build-id/" + bid.substr(0, 2) + "/" + bid.substr(2) + ".debug", other}}));
+    Resolver r(proc.options());
+    CHECK(r.resolve(c.input()).frames.front().symbol.empty());
+  }
   std::error_code ec;
   fs::remove_all(tmp, ec);
 }
