@@ -28,6 +28,13 @@ struct Process::Ctx {
   bool have_prev_sp = false;
   // What the unwind step after the last reported frame ran into.
   bool step_off_window = false, step_bad_read = false;
+  // The next callback is the initial frame of a libdwfl run; `resumed`:
+  // that run restarts from a caller frame we already recorded.
+  bool run_first = true, resumed = false;
+  // arm64: a JIT frame was reached; we walk frame records from here.
+  bool jit_walk = false;
+  uint64_t jit_fp = 0;
+  UserRegs synthetic;
   bool stopped = false;
   UnwindStop stop = UnwindStop::Complete;
   std::string error;
@@ -287,6 +294,8 @@ int Process::on_frame(Dwfl_Frame* state) {
   Ctx& c = *ctx_;
   // Flags from here on describe the step that unwinds *this* frame.
   c.step_off_window = c.step_bad_read = false;
+  bool initial = c.run_first;
+  c.run_first = false;
   Dwarf_Addr pc = 0;
   if (!dwfl_frame_pc(state, &pc, nullptr)) {
     c.stopped = true;
@@ -297,6 +306,7 @@ int Process::on_frame(Dwfl_Frame* state) {
   pc = strip_pac(pc);
   bool first = c.pcs.empty();
   uint64_t lookup = first ? pc : pc - 1;
+  if (initial && c.resumed) lookup = pc;  // already the call instruction
   const MapEntry* m = maps_.find(lookup);
   if (!m) c.unknown_pc = true;
   if (!first && (pc == 0 || !m || !m->x)) {
@@ -310,7 +320,7 @@ int Process::on_frame(Dwfl_Frame* state) {
   }
   Dwarf_Word sp = 0;
   bool have_sp = dwfl_frame_reg(state, static_cast<unsigned>(regs_.sp_dwarf), &sp) == 0;
-  if (!first && have_sp && c.have_prev_sp) {
+  if (!first && have_sp && c.have_prev_sp && !(initial && c.resumed)) {
     if (sp < c.prev_sp || (sp == c.prev_sp && pc == c.pcs.back().pc)) {
       c.stopped = true;
       c.stop = UnwindStop::BadFrame;
@@ -326,6 +336,17 @@ int Process::on_frame(Dwfl_Frame* state) {
   // which needs this frame's module (and its CFI) already known.
   report(lookup);
   if (lookup != pc) report(pc);
+  if (initial && c.resumed) return DWARF_CB_OK;  // recorded by the frame walk
+  if (!first && m->anon_exec() && regs_.arch == Arch::Arm64) {
+    // libdwfl's arm64 fallback takes LR as this frame's return address,
+    // which only holds for a leaf; walk the frame records ourselves.
+    c.pcs.push_back({pc, false});
+    Dwarf_Word fp = 0;
+    if (dwfl_frame_reg(state, static_cast<unsigned>(regs_.fp_dwarf), &fp) != 0) fp = 0;
+    c.jit_walk = true;
+    c.jit_fp = fp;
+    return DWARF_CB_ABORT;
+  }
   bool activation = first;
   if (!first) {
     Dwarf_Addr pc2;
@@ -340,6 +361,70 @@ int Process::on_frame(Dwfl_Frame* state) {
     return DWARF_CB_ABORT;
   }
   return DWARF_CB_OK;
+}
+
+// arm64 JIT frames: follow frame records (x29 -> {caller x29, return
+// address}) until a return address lands in a mapped binary, then hand
+// that frame back to libdwfl as a fresh initial state (pc at the call
+// instruction, sp above the record, x29 the caller's). Returns false when
+// the walk ended the stack (c.stop set).
+bool Process::walk_jit_frames() {
+  Ctx& c = *ctx_;
+  uint64_t fp = c.jit_fp;
+  for (;;) {
+    c.step_off_window = c.step_bad_read = false;
+    uint64_t ret = 0, next_fp = 0;
+    if (fp == 0 || fp < c.prev_sp || !read_word(fp + 8, &ret) || !read_word(fp, &next_fp)) {
+      c.stopped = true;
+      if (c.step_off_window) {
+        c.stop = UnwindStop::StackTruncated;
+        c.error = "unwinding needs memory above the copied stack";
+      } else {
+        c.stop = UnwindStop::NoUnwindInfo;
+        c.error = "JIT frame without a usable frame record";
+      }
+      return false;
+    }
+    ret = strip_pac(ret);
+    const MapEntry* m = ret > 4 ? maps_.find(ret - 4) : nullptr;
+    if (!m || !m->x) {
+      if (!m) c.unknown_pc = true;
+      c.stopped = true;
+      c.stop = UnwindStop::BadFrame;
+      c.error = "JIT frame record holds no return address";
+      return false;
+    }
+    c.pcs.push_back({ret, false});
+    c.prev_sp = fp + 16;
+    c.have_prev_sp = true;
+    if (c.pcs.size() >= c.max_frames) {
+      c.stopped = true;
+      c.stop = UnwindStop::MaxDepth;
+      c.error = "frame limit reached";
+      return false;
+    }
+    if (m->anon_exec()) {
+      if (next_fp <= fp) {
+        c.stopped = true;
+        c.stop = UnwindStop::BadFrame;
+        c.error = "frame records do not go up the stack";
+        return false;
+      }
+      fp = next_fp;
+      continue;
+    }
+    UserRegs& r = c.synthetic;
+    r = UserRegs{};
+    r.arch = arch_;
+    r.pc = ret - 4;  // the bl/blr: the caller's CFI row, even before a noreturn end
+    r.sp = fp + 16;
+    r.has_pc = r.has_sp = true;
+    r.dwarf[static_cast<size_t>(regs_.sp_dwarf)] = r.sp;
+    r.dwarf[static_cast<size_t>(regs_.fp_dwarf)] = next_fp;
+    r.dwarf_valid = (uint64_t{1} << regs_.sp_dwarf) | (uint64_t{1} << regs_.fp_dwarf);
+    c.regs = &r;
+    return true;
+  }
 }
 
 Process::Unwound Process::unwind_once(const SampleInput& in, const UserRegs& regs) {
@@ -361,6 +446,13 @@ Process::Unwound Process::unwind_once(const SampleInput& in, const UserRegs& reg
   ctx_ = &c;
   pid_t tid = in.tid > 0 ? in.tid : pid_;
   int rc = dwfl_getthread_frames(dwfl_, tid, cb_frame, this);
+  while (c.jit_walk && !c.stopped) {
+    c.jit_walk = false;
+    if (!walk_jit_frames()) break;
+    c.run_first = true;
+    c.resumed = true;
+    rc = dwfl_getthread_frames(dwfl_, tid, cb_frame, this);
+  }
   ctx_ = nullptr;
 
   out.pcs = std::move(c.pcs);

@@ -78,6 +78,7 @@ class Process {
   void report(uint64_t addr);
   bool read_word(uint64_t addr, uint64_t* out);
   int on_frame(Dwfl_Frame* state);
+  bool walk_jit_frames();
   Unwound unwind_once(const SampleInput& in, const UserRegs& regs);
   std::string proc_path(std::string_view leaf) const;
 
