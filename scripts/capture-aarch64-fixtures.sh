@@ -6,7 +6,8 @@
 # run captures, at a known deep point (main -> outer -> middle -> [inlined
 # helper] -> inner -> capture), what a perf sample carries: the user
 # registers in PERF_SAMPLE_REGS_USER order, 16 KiB of stack from SP with
-# its dyn_size, and the maps.
+# its dyn_size, and the maps; and a second capture (jit/) taken through an
+# anonymous-memory JIT trampoline.
 #
 #   scripts/capture-aarch64-fixtures.sh
 #
@@ -48,6 +49,12 @@ for v in "${variants[@]}"; do
   (cd "$work/$name" && "$qemu" -cpu "$cpu" ./stack_selfcapture "$work/$name/capture")
   cp "$work/$name/stack_selfcapture" "$dir/stack_selfcapture"
   cp "$work/$name/capture/regs.txt" "$work/$name/capture/stack.bin" "$work/$name/capture/maps" "$dir/"
+  # The same binary through JIT code (frame records, no CFI): jit/ holds
+  # that capture and the perf map naming the JIT code.
+  (cd "$work/$name" && "$qemu" -cpu "$cpu" ./stack_selfcapture "$work/$name/capture-jit" jit)
+  mkdir -p "$dir/jit"
+  cp "$work/$name/capture-jit/regs.txt" "$work/$name/capture-jit/stack.bin" \
+     "$work/$name/capture-jit/maps" "$work/$name/capture-jit/perf.map" "$dir/jit/"
   {
     echo "source: $src"
     echo "built: $cc -O2 -g -fomit-frame-pointer -Wall $flags"

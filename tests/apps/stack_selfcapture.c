@@ -4,7 +4,11 @@
 // architecture (scripts/capture-aarch64-fixtures.sh runs the aarch64 build
 // under qemu-aarch64-static, whose /proc/self/maps shows guest mappings).
 //
-//   stack_selfcapture OUTDIR
+//   stack_selfcapture OUTDIR [jit]
+//
+// With "jit" the chain is main -> run_jit -> [anonymous JIT code keeping a
+// frame record, no CFI] -> jit_target -> capture, and OUTDIR/perf.map names
+// the JIT code as a JS function.
 //
 // writes OUTDIR/regs.txt (arch, abi, mask, dyn_size, the registers in
 // PERF_SAMPLE_REGS_USER order for that mask), OUTDIR/stack.bin (16 KiB from
@@ -15,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -166,14 +171,61 @@ NOIPA int outer(int n) {
   return r + 1;
 }
 
+NOIPA int jit_target(int n) {
+  capture();
+  sink += (uint64_t)n;
+  return (int)(sink & 1);
+}
+
+// A JIT trampoline with a frame record and no CFI, as V8 emits code:
+// calls fn(arg) for (fn, arg).
+#if defined(__aarch64__)
+static const uint32_t jit_code[] = {
+    0xa9bf7bfd,  // stp x29, x30, [sp, #-16]!
+    0x910003fd,  // mov x29, sp
+    0xaa0003f0,  // mov x16, x0
+    0xaa0103e0,  // mov x0, x1
+    0xd63f0200,  // blr x16
+    0xa8c17bfd,  // ldp x29, x30, [sp], #16
+    0xd65f03c0,  // ret
+};
+#else
+static const unsigned char jit_code[] = {
+    0x55,              // push %rbp
+    0x48, 0x89, 0xe5,  // mov %rsp,%rbp
+    0x48, 0x89, 0xf8,  // mov %rdi,%rax
+    0x48, 0x89, 0xf7,  // mov %rsi,%rdi
+    0xff, 0xd0,        // call *%rax
+    0x5d,              // pop %rbp
+    0xc3,              // ret
+};
+#endif
+
+NOIPA int run_jit(int n) {
+  long page = sysconf(_SC_PAGESIZE);
+  unsigned char* mem = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) die("mmap");
+  unsigned char* fn = mem + 0x40;
+  memcpy(fn, jit_code, sizeof jit_code);
+  __builtin___clear_cache((char*)fn, (char*)fn + sizeof jit_code);
+  if (mprotect(mem, (size_t)page, PROT_READ | PROT_EXEC) != 0) die("mprotect");
+  FILE* f = out_file("perf.map");
+  fprintf(f, "%lx %zx JS:*jitTrampoline /srv/app/jit.js:3:5\n", (unsigned long)(uintptr_t)fn, sizeof jit_code);
+  fclose(f);
+  int (*call)(int (*)(int), long) = (int (*)(int (*)(int), long))(void*)fn;
+  int r = call(jit_target, n);
+  sink += (uint64_t)r;
+  return r + 1;
+}
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s OUTDIR\n", argv[0]);
+  if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "jit") != 0)) {
+    fprintf(stderr, "usage: %s OUTDIR [jit]\n", argv[0]);
     return 2;
   }
   outdir = argv[1];
   mkdir(outdir, 0755);
-  int r = outer(argc);
+  int r = argc == 3 ? run_jit(argc) : outer(argc);
   sink += (uint64_t)r;
   return 0;
 }

@@ -508,3 +508,77 @@ TEST_CASE("separate debug files: .build-id in the target's root, .gnu_debuglink,
   std::error_code ec;
   fs::remove_all(tmp, ec);
 }
+
+namespace {
+
+// capture <- jit_target <- [JIT: jitTrampoline] <- run_jit <- main ... _start
+void check_jit_chain(const ResolvedStack& s) {
+  INFO(dump(s));
+  auto names = symbols(s);
+  REQUIRE(names.size() >= 6);
+  CHECK(names[0] == "capture");
+  CHECK(names[1] == "jit_target");
+  CHECK(names[2] == "jitTrampoline");
+  CHECK(names[3] == "run_jit");
+  CHECK(names[4] == "main");
+  CHECK(names.back() == "_start");
+  const Frame& j = s.frames[2];
+  CHECK(j.jit());
+  CHECK(j.module.empty());
+  CHECK(j.file == "/srv/app/jit.js");
+  CHECK(j.line == 3);
+  CHECK(j.column == 5);
+  CHECK(s.stop == UnwindStop::Complete);
+  StackTree t;
+  t.add(s);
+  CHECK(t.render().find("#0" + std::to_string(names.size() - 3) + " at jitTrampoline (/srv/app/jit.js:3:5)") !=
+        std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("aarch64 fixtures through JIT code: frame records, then CFI again", "[stack][aarch64]") {
+  for (const char* name : {"static", "static-pie", "pac"}) {
+    DYNAMIC_SECTION("fixture " << name) {
+      std::string dir = std::string("tests/fixtures/aarch64/") + name;
+      Capture c;
+      REQUIRE(load_capture(dir + "/jit", dir + "/stack_selfcapture", c));
+      FakeProc proc(c.maps, {{c.binary_path_in_maps, c.binary},
+                             {"/tmp/perf-" + std::to_string(kFakePid) + ".map", fs::absolute(dir + "/jit/perf.map")}});
+      Resolver r(proc.options());
+      check_jit_chain(r.resolve(c.input()));
+      // Without the perf map the JIT frame is still there, unnamed.
+      FakeProc bare(c.maps, {{c.binary_path_in_maps, c.binary}});
+      Resolver r2(bare.options());
+      ResolvedStack s = r2.resolve(c.input());
+      REQUIRE(s.frames.size() >= 6);
+      CHECK(s.frames[2].jit());
+      CHECK(s.frames[2].symbol.empty());
+      CHECK(s.frames[3].symbol == "run_jit");
+      CHECK(s.stop == UnwindStop::Complete);
+    }
+  }
+}
+
+TEST_CASE("x86_64 self-capture through JIT code replayed offline", "[stack][x86]") {
+  if (host_arch().arch != Arch::X86_64) return;
+  std::string src = "tests/apps/stack_selfcapture.c";
+  char tmpl[] = "/tmp/jankbpf-selfjit-XXXXXX";
+  std::string tmp = ::mkdtemp(tmpl);
+  std::string bin = tmp + "/stack_selfcapture";
+  REQUIRE(std::system(("gcc -O2 -g -fomit-frame-pointer -pthread -Wall " + src + " -o " + bin + " -lm").c_str()) == 0);
+  REQUIRE(std::system((bin + " " + tmp + "/out jit").c_str()) == 0);
+  Capture c;
+  REQUIRE(load_capture(tmp + "/out", bin, c));
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"/tmp/perf-" + std::to_string(kFakePid) + ".map", tmp + "/out/perf.map"}};
+  const ProcMaps maps = ProcMaps::parse(c.maps);
+  for (const auto& m : maps.entries())
+    if (m.file_backed() && std::none_of(files.begin(), files.end(), [&](auto& f) { return f.first == m.path; }))
+      files.push_back({m.path, m.path});
+  FakeProc proc(c.maps, files);
+  Resolver r(proc.options());
+  check_jit_chain(r.resolve(c.input()));
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+}
