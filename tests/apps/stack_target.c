@@ -6,6 +6,8 @@
 //   stack_target deep MS      main -> outer -> middle -> inner, spinning MS ms in inner
 //   stack_target ab MSA MSB   main -> long_task -> func_a (MSA ms), then func_b (MSB ms)
 //   stack_target block        main -> blocker -> wait_input, blocked in read() on stdin
+//   stack_target vdso MS      main -> outer -> clock_loop, calling clock_gettime (the
+//                             vDSO) back to back for MS ms
 //   stack_target jit MS       main -> run_jit -> [anonymous JIT code with a frame
 //                             pointer] -> jit_leaf spinning MS ms; the JIT code is
 //                             named in /tmp/perf-PID.map as a JS function
@@ -61,6 +63,12 @@ NOIPA int outer(int ms) {
   int r = middle(ms);
   sink += (uint64_t)r;
   return r + 1;
+}
+
+NOIPA int clock_loop(int ms) {
+  double end = now_ms() + ms;
+  while (now_ms() < end) sink += 1;
+  return (int)(sink & 1);
 }
 
 NOIPA int func_a(int ms) {
@@ -145,7 +153,7 @@ static void finish(void) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s deep MS | ab MSA MSB | block | jit MS\n", argv[0]);
+    fprintf(stderr, "usage: %s deep MS | ab MSA MSB | block | jit MS | vdso MS\n", argv[0]);
     return 2;
   }
   const char* mode = argv[1];
@@ -163,6 +171,8 @@ int main(int argc, char** argv) {
     r = blocker();
   } else if (strcmp(mode, "jit") == 0) {
     r = run_jit(a);
+  } else if (strcmp(mode, "vdso") == 0) {
+    r = clock_loop(a);
   } else {
     return 2;
   }

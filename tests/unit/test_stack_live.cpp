@@ -633,3 +633,25 @@ TEST_CASE("live x86_64: a process in its own mount and pid namespace (perf map v
   CHECK(count_chain(stacks, {"jit_leaf", "jitBusy", "run_jit", "main"}) >= stacks.size() * 8 / 10);
   fs::remove_all(dir);
 }
+
+TEST_CASE("live x86_64: samples in the vDSO unwind through its CFI", "[stack][live]") {
+  if (::geteuid() != 0) { WARN("needs root"); return; }
+  Child c;
+  spawn(c, {"vdso", "400"});
+  auto stacks = sample_run(c, c.pid);
+  size_t in_vdso = 0, through = 0;
+  std::string example;
+  for (const auto& s : stacks) {
+    if (s.frames.size() <= s.kernel_frames) continue;
+    const Frame& leaf = s.frames[s.kernel_frames];
+    if (leaf.module != "[vdso]") continue;
+    ++in_vdso;
+    CHECK(!leaf.symbol.empty());
+    CHECK(!leaf.build_id.empty());
+    if (count_chain({s}, {"clock_loop", "main"}) == 1 && s.stop == UnwindStop::Complete) ++through;
+    if (example.empty()) example = dump(s);
+  }
+  INFO(example);
+  REQUIRE(in_vdso > 0);
+  CHECK(through == in_vdso);
+}
