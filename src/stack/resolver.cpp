@@ -2,6 +2,7 @@
 
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,7 +51,18 @@ std::string_view wait_state_name(char state) {
   }
 }
 
-Resolver::Resolver(ResolverOptions opts) : opts_(std::move(opts)) {}
+Resolver::Resolver(ResolverOptions opts) : opts_(std::move(opts)) {
+  if (opts_.raise_fd_limit) {
+    rlimit rl;
+    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+      rlim_t want = std::min<rlim_t>(rl.rlim_max, 65536);
+      if (rl.rlim_cur < want) {
+        rl.rlim_cur = want;
+        ::setrlimit(RLIMIT_NOFILE, &rl);
+      }
+    }
+  }
+}
 Resolver::~Resolver() = default;
 
 void Resolver::invalidate(pid_t pid) { procs_.erase(pid); }

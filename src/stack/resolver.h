@@ -51,8 +51,12 @@ struct ResolverOptions {
   bool source_lines = true;
   // An unknown PC re-reads /proc/PID/maps at most this often per process.
   std::chrono::milliseconds maps_refresh_interval{50};
-  // Processes kept (least recently used beyond this are dropped).
-  size_t max_processes = 256;
+  // Processes kept (least recently used beyond this are dropped). Each
+  // holds a libdwfl session with one descriptor per module it touched.
+  size_t max_processes = 64;
+  // Raise RLIMIT_NOFILE's soft limit to the hard limit (at most 65536) on
+  // construction: modules keep their files open, shared by every process.
+  bool raise_fd_limit = true;
 };
 
 class Process;

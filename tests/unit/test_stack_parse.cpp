@@ -465,6 +465,19 @@ TEST_CASE("this C++ process unwound live: demangled names, map_files, speed", "[
   auto t2 = std::chrono::steady_clock::now();
   for (int i = 0; i < 1000; ++i) r.resolve(in);
   auto t3 = std::chrono::steady_clock::now();
+  // invalidate() ends the process's libdwfl session and its descriptors;
+  // the shared modules stay (with one descriptor each).
+  auto fds = [] {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+  };
+  size_t with_session = fds();
+  r.invalidate(::getpid());
+  size_t without = fds();
+  CHECK(without < with_session);
+  r.resolve(in);
+  CHECK(fds() == with_session);
   std::printf("[stack] self (%zu frames, %.0f MB C++ binary with DWARF): cold %.1f ms, warm %.1f us\n",
               s.frames.size(), static_cast<double>(std::filesystem::file_size("/proc/self/exe")) / 1e6,
               std::chrono::duration<double, std::milli>(t1 - t0).count(),
