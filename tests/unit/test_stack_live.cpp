@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "arch/regs.h"
+#include "stack/perf_sample.h"
 #include "stack/resolver.h"
 #include "stack/tree.h"
 
@@ -177,6 +178,7 @@ class PerfSampler {
     }
     a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN |
                     PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    sample_type_ = a.sample_type;
     a.sample_regs_user = mask();
     a.sample_stack_user = kStackBytes;
     a.exclude_callchain_user = 1;  // the user part is ours to unwind
@@ -230,7 +232,7 @@ class PerfSampler {
   }
 
   std::vector<Sample> samples;
-  uint64_t lost = 0;
+  uint64_t lost = 0, bad = 0;
 
  private:
   static constexpr size_t kDataPages = 2048;  // 8 MiB
@@ -243,35 +245,23 @@ class PerfSampler {
   }
 
   void parse(const std::vector<uint8_t>& rec) {
-    size_t off = sizeof(perf_event_header);
-    auto u64 = [&]() {
-      uint64_t v = 0;
-      if (off + 8 <= rec.size()) std::memcpy(&v, rec.data() + off, 8);
-      off += 8;
-      return v;
-    };
+    PerfSampleView v;
+    if (!parse_perf_sample(rec, sample_type_, mask(), v)) {
+      ++bad;
+      return;
+    }
     Sample s;
-    u64();  // ip
-    uint64_t pidtid = u64();
-    s.pid = static_cast<uint32_t>(pidtid);
-    s.tid = static_cast<uint32_t>(pidtid >> 32);
-    u64();  // time
-    uint64_t nr = u64();
-    for (uint64_t i = 0; i < nr && off < rec.size(); ++i) s.callchain.push_back(u64());
-    s.abi = u64();
-    if (s.abi) {
-      int n = __builtin_popcountll(mask());
-      for (int i = 0; i < n; ++i) s.regs.push_back(u64());
-    }
-    uint64_t size = u64();
-    if (size && off + size <= rec.size()) {
-      s.stack.assign(rec.data() + off, rec.data() + off + size);
-      off += size;
-      s.dyn_size = u64();
-    }
+    s.pid = v.pid;
+    s.tid = v.tid;
+    s.abi = v.regs_abi;
+    s.regs.assign(v.regs.begin(), v.regs.end());
+    s.stack.assign(v.stack.begin(), v.stack.end());
+    s.dyn_size = v.stack_dyn_size;
+    s.callchain.assign(v.callchain.begin(), v.callchain.end());
     samples.push_back(std::move(s));
   }
 
+  uint64_t sample_type_ = 0;
   int fd_ = -1;
   void* base_ = nullptr;
   size_t page_ = 4096, size_ = 0;
@@ -315,6 +305,7 @@ TEST_CASE("live x86_64 samples: main -> outer -> middle -> inner, heaviest stack
   });
   REQUIRE(c.wait_for("done", 100) | done);
   REQUIRE(ps.samples.size() >= 50);
+  CHECK(ps.bad == 0);
 
   Resolver r;
   auto stacks = resolve_all(r, ps.samples);

@@ -3,6 +3,7 @@
 // ELF notes, the register table, demangling, the seed's tree text, the
 // heaviest stack and the Firefox modules table. Plus the library on its
 // own process (a C++ binary: demangled names, map_files).
+#include <linux/perf_event.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -18,6 +19,7 @@
 #include "stack/maps.h"
 #include "stack/module.h"
 #include "stack/perf_map.h"
+#include "stack/perf_sample.h"
 #include "stack/resolver.h"
 #include "stack/tree.h"
 
@@ -484,3 +486,80 @@ TEST_CASE("this C++ process unwound live: demangled names, map_files, speed", "[
               std::chrono::duration<double, std::micro>(t3 - t2).count() / 1000);
 }
 #endif
+
+TEST_CASE("perf sample records: every field up to the user stack, cut records refused", "[stack][parse]") {
+  const uint64_t type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                        PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_RAW |
+                        PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  const uint64_t mask = reg_table(Arch::X86_64).sample_regs_user;
+  std::vector<uint64_t> words;
+  words.push_back(0);  // header, filled below
+  words.push_back(77);                                     // identifier
+  words.push_back(0x401000);                               // ip
+  words.push_back((uint64_t{1235} << 32) | 1234);          // pid, tid
+  words.push_back(999);                                    // time
+  words.push_back(3);                                      // cpu, res
+  words.push_back(1000000);                                // period
+  words.push_back(3);                                      // callchain nr
+  words.push_back(static_cast<uint64_t>(PERF_CONTEXT_KERNEL));
+  words.push_back(0xffffffff81000000);
+  words.push_back(static_cast<uint64_t>(PERF_CONTEXT_USER));
+  words.push_back(12);                                     // raw: u32 size (12) + 12 bytes = 16
+  words.push_back(0);
+  words.push_back(PERF_SAMPLE_REGS_ABI_64);
+  for (int i = 0; i < 17; ++i) words.push_back(100 + static_cast<uint64_t>(i));
+  words.push_back(32);                                     // stack size
+  for (int i = 0; i < 4; ++i) words.push_back(0xabababababababab);
+  words.push_back(24);                                     // dyn_size
+  perf_event_header h{PERF_RECORD_SAMPLE, 0, static_cast<uint16_t>(words.size() * 8)};
+  std::memcpy(&words[0], &h, sizeof h);
+  std::span<const uint8_t> rec(reinterpret_cast<const uint8_t*>(words.data()), words.size() * 8);
+  PerfSampleView v;
+  REQUIRE(parse_perf_sample(rec, type, mask, v));
+  CHECK(v.id == 77);
+  CHECK(v.ip == 0x401000);
+  CHECK(v.pid == 1234);
+  CHECK(v.tid == 1235);
+  CHECK(v.time == 999);
+  CHECK(v.cpu == 3);
+  CHECK(v.period == 1000000);
+  REQUIRE(v.callchain.size() == 3);
+  CHECK(v.callchain[1] == 0xffffffff81000000);
+  CHECK(v.raw.size() == 12);
+  CHECK(v.regs_abi == PERF_SAMPLE_REGS_ABI_64);
+  REQUIRE(v.regs.size() == 17);
+  CHECK(v.regs[16] == 116);
+  CHECK(v.stack.size() == 32);
+  CHECK(v.stack_dyn_size == 24);
+  SampleInput in = to_sample_input(v, mask, Arch::X86_64);
+  CHECK(in.pid == 1234);
+  CHECK(in.regs.size() == 17);
+  CHECK(in.kernel_callchain.size() == 3);
+  // Any cut is refused, never over-read.
+  for (size_t n = 0; n < rec.size(); n += 8) {
+    std::vector<uint64_t> cut(words.begin(), words.begin() + static_cast<long>(n / 8));
+    if (cut.empty()) cut.push_back(0);
+    perf_event_header ch{PERF_RECORD_SAMPLE, 0, static_cast<uint16_t>(n)};
+    std::memcpy(&cut[0], &ch, sizeof ch);
+    CHECK_FALSE(parse_perf_sample({reinterpret_cast<const uint8_t*>(cut.data()), n}, type, mask, v));
+  }
+  // A lying callchain length, stack size or header size.
+  std::vector<uint64_t> bad = words;
+  bad[7] = 1ull << 40;
+  CHECK_FALSE(parse_perf_sample({reinterpret_cast<const uint8_t*>(bad.data()), bad.size() * 8}, type, mask, v));
+  bad = words;
+  bad[13 + 1 + 17] = 1ull << 40;
+  CHECK_FALSE(parse_perf_sample({reinterpret_cast<const uint8_t*>(bad.data()), bad.size() * 8}, type, mask, v));
+  CHECK_FALSE(parse_perf_sample(rec.subspan(0, rec.size() - 8), type, mask, v));
+  CHECK_FALSE(parse_perf_sample(rec.subspan(1), type, mask, v));  // misaligned
+  CHECK_FALSE(parse_perf_sample(rec, type | PERF_SAMPLE_READ, mask, v));
+  // abi NONE (a kernel thread): no registers follow.
+  std::vector<uint64_t> kt = {0, (uint64_t{9} << 32) | 9, PERF_SAMPLE_REGS_ABI_NONE, 0};
+  perf_event_header kh{PERF_RECORD_SAMPLE, 0, static_cast<uint16_t>(kt.size() * 8)};
+  std::memcpy(&kt[0], &kh, sizeof kh);
+  REQUIRE(parse_perf_sample({reinterpret_cast<const uint8_t*>(kt.data()), kt.size() * 8},
+                            PERF_SAMPLE_TID | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER, mask, v));
+  CHECK(v.regs.empty());
+  CHECK(v.stack.empty());
+  CHECK(Resolver().resolve(to_sample_input(v, mask)).stop == UnwindStop::NoUserRegs);
+}
