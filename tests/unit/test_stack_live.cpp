@@ -646,3 +646,39 @@ TEST_CASE("live x86_64: samples in the vDSO unwind through its CFI", "[stack][li
   REQUIRE(in_vdso > 0);
   CHECK(through == in_vdso);
 }
+
+// Not run by default: `build/jankbpf-unit "[stack-bench]"` (root) prints
+// the cost of unwinding + symbolizing one 16 KB sample, cold and warm.
+TEST_CASE("bench: resolve cost per 16 KB sample", "[.][stack-bench]") {
+  if (::geteuid() != 0) { WARN("needs root"); return; }
+  Child c;
+  spawn(c, {"deep", "1000"});
+  PerfSampler ps(c.pid, 1'000'000);
+  REQUIRE(ps.ok());
+  c.go();
+  bool done = false;
+  ps.run(15000, [&] {
+    pollfd p{c.out, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) done = true;
+    return done;
+  });
+  REQUIRE(ps.samples.size() >= 100);
+  Resolver r;
+  const uint64_t mask = PerfSampler::mask();
+  auto t0 = std::chrono::steady_clock::now();
+  ResolvedStack first = r.resolve(ps.samples.front().input(mask));
+  double cold_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (const auto& s : ps.samples) r.resolve(s.input(mask));  // warm every address
+  std::vector<double> us;
+  for (int round = 0; round < 5; ++round)
+    for (const auto& s : ps.samples) {
+      auto a = std::chrono::steady_clock::now();
+      r.resolve(s.input(mask));
+      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
+    }
+  std::sort(us.begin(), us.end());
+  auto pct = [&](double q) { return us[static_cast<size_t>(q * static_cast<double>(us.size() - 1))]; };
+  std::printf("[stack-bench] %zu samples x5, %zu frames: cold first %.2f ms; warm p50 %.1f us, p99 %.1f us, max %.1f us\n",
+              ps.samples.size(), first.frames.size(), cold_ms, pct(0.5), pct(0.99), us.back());
+  CHECK(pct(0.5) < 1000.0);
+}
