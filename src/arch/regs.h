@@ -26,8 +26,11 @@ struct RegTable {
   Arch arch;
   uint16_t e_machine;  // EM_X86_64 / EM_AARCH64
   // The attr.sample_regs_user to request: every register CFI may refer to,
-  // nothing else (x86_64: the 16 GPRs and IP; no FLAGS/segments; DS, ES,
-  // FS, GS are refused by the kernel anyway).
+  // nothing else (no FLAGS/segments; DS, ES, FS, GS are refused by the
+  // kernel anyway). With it a sample carries, in this order:
+  //   x86_64 0xff01ff:     ax bx cx dx si di bp sp ip r8 r9 r10 r11 r12 r13 r14 r15
+  //   aarch64 0x1ffffffff: x0 .. x28, x29 (fp), x30 (lr), sp, pc
+  // (a BPF capture from pt_regs must write them in the same order).
   uint64_t sample_regs_user;
   // Highest perf index + 1 for this arch (PERF_REG_X86_64_MAX, ...).
   unsigned perf_max;
