@@ -80,7 +80,7 @@ unit: $(OUTPUT)/jankbpf-unit
 	$(OUTPUT)/jankbpf-unit
 
 e2e: $(OUTPUT)/jankbpf $(APPS)
-	JANKBPF_BUILD=$(abspath $(OUTPUT)) python3 -m pytest -v tests/e2e
+	JANKBPF_BUILD=$(abspath $(OUTPUT)) /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/e2e
 
 bench: deps
 	@$(MAKE) --no-print-directory all apps

@@ -1,0 +1,284 @@
+"""End-to-end tests of the core detector: real BPF programs against
+tests/apps/jank_target, whose ground truth every report is checked against.
+
+jankbpf's minimum --ignore-startup-time is 3 s (the seed's rule), so every
+target idles START_DELAY seconds before its first scripted task.
+"""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from harness import Jankbpf, jankbpf_links, jankbpf_programs, run_jankbpf, JANKBPF
+import target as target_mod
+from target import DOMINANT_STATE
+
+# At nice -20 a spinning task keeps its CPU even while the machine is busy
+# (the 2-core test machines build in parallel), so "running" stays dominant.
+NICE = -20
+
+
+def command(script, **kw):
+    kw.setdefault("nice", NICE)
+    return target_mod.command(script, **kw)
+
+
+class Target(target_mod.Target):
+    @classmethod
+    def start(cls, script="", **kw):
+        kw.setdefault("nice", NICE)
+        return super().start(script, **kw)
+
+START_DELAY = 3.5
+IGNORE = "3"
+THRESHOLD = 150
+
+
+def jank_by_begin(janks, task):
+    """The jank record whose task began when the app's task did (±1 ms)."""
+    found = [j for j in janks if abs(j["begin_monotonic_ns"] - task["begin_ns"]) < 1_000_000]
+    return found
+
+
+def assert_matches_truth(janks, target, threshold=THRESHOLD, worker=0):
+    """Every task >= threshold reported exactly once, with the right length
+    and dominant state; nothing else reported."""
+    long_tasks = [t for t in target.long_tasks(threshold, worker=worker) if t["kind"] != "short"]
+    matched = set()
+    for task in long_tasks:
+        found = jank_by_begin(janks, task)
+        assert len(found) == 1, f"task {task['kind']}:{task.get('arg')} reported {len(found)} times"
+        j = found[0]
+        matched.add(id(j))
+        true_ms = task["dur_ns"] / 1e6
+        assert abs(j["duration_ms"] - true_ms) <= 2.0, (task, j["duration_ms"])
+        parts = j["state_ms"]
+        assert abs(sum(parts.values()) - j["duration_ms"]) < 0.01
+        want = DOMINANT_STATE.get(task["kind"])
+        if want:
+            share = parts[want] / j["duration_ms"]
+            assert share >= 0.90, f"{task['kind']}: {want} only {share:.0%} of {parts}"
+        assert j["tid"] == task["tid"]
+        assert j["wait_syscall"] == task["wait"]
+    spurious = [j for j in janks if id(j) not in matched]
+    assert not spurious, f"reported tasks the app did not run over {threshold} ms: {spurious}"
+
+
+def test_every_long_task_reported_once_with_true_length_and_state(tmp_path):
+    script = ("spin:200,sleep:250,io:250,runnable:250,short:3000,"
+              "spin:100,sleep:120,spin:140,spin:300x2")
+    truth = tmp_path / "truth.jsonl"
+    jb = Jankbpf("--ignore-startup-time", IGNORE, "--",
+                 *command(script, start_delay=START_DELAY, truth=truth, io_dir=str(tmp_path)))
+    target = Target.follow(truth)
+    target.wait_done(timeout=60)
+    rc = jb.wait(timeout=30)
+    target.kill()
+    assert rc == 0, jb.stderr
+    pid = target.pid
+    janks = jb.of_type("jank", pid)
+    assert len(target.long_tasks(THRESHOLD)) == 6
+    assert_matches_truth(janks, target)
+    for j in janks:
+        assert j["threshold_ms"] == THRESHOLD
+        assert j["bundle_name"] == "jank_target"
+        assert j["exe"].endswith("/jank_target")
+        assert len(j["bundle_version"]) == 40
+        assert j["begin_time"] <= j["end_time"]
+        assert j["seen_running"], "crossing not seen while the task ran"
+        assert j["external_log"] == [] and j["heaviest_stack"] == ""
+    summary = jb.summary()
+    assert summary["lost_events"] == 0
+    # 3000 short tasks + the scripted ones + idle wakeups, all counted in the kernel.
+    assert summary["tasks_checked"] >= 3000 + 10
+    assert summary["janks"] == len(janks)
+    exits = jb.of_type("exit", pid)
+    assert len(exits) == 1 and exits[0]["exit_code"] == 0 and exits[0]["target"]
+
+
+@pytest.mark.parametrize("watchdog", ["timer", "scan"])
+def test_stuck_task_gives_hang_while_stuck(watchdog):
+    with Target.start("spin:200,stuck,spin:200", start_delay=START_DELAY) as target:
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE,
+                     "--watchdog", watchdog)
+        stuck = target.wait_stuck(timeout=30)
+        hang = jb.wait_for(lambda r: r.get("type") == "hang", timeout=6)
+        assert hang is not None, f"no hang record while stuck; stderr: {jb.stderr}"
+        assert not target.done, "the hang was reported only after the task ended"
+        assert hang["pid"] == target.pid and hang["tid"] == target.pid
+        assert abs(hang["begin_monotonic_ns"] - stuck["begin_ns"]) < 1_000_000
+        # Within one check of the 3 s mark (timer: µs; scan: one 5 ms tick).
+        assert 3000 <= hang["duration_ms"] < 3015, hang["duration_ms"]
+        assert hang["state_ms"]["sleeping"] / hang["duration_ms"] > 0.9
+        target.release()
+        assert target.wait(30) == 0
+        rc = jb.wait(timeout=15)  # the only --pid target exited: jankbpf exits 0
+    assert rc == 0, jb.stderr
+    janks = jb.of_type("jank", target.pid)
+    stuck_jank = [j for j in janks if j["task_seq"] == hang["task_seq"]]
+    assert len(stuck_jank) == 1 and stuck_jank[0]["duration_ms"] > 3000
+    assert_matches_truth(janks, target)
+    assert len(jb.of_type("hang")) == 1
+    assert jb.summary()["watchdog"] == watchdog
+    assert len(jb.of_type("exit", target.pid)) == 1
+
+
+def test_pid_target_must_exist():
+    rc, records, err = run_jankbpf("--pid", "4000000")
+    assert rc == 2
+    assert "4000000" in err and "no such process" in err
+    assert records == []
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--threshold", "0"], "--threshold"),
+    (["--ignore-startup-time", "1"], "--ignore-startup-time"),
+    (["--threads", "few"], "--threads"),
+    (["--pid", "1", "--comm", "x"], "excludes"),
+    (["--threshold", "500", "--trace-threshold", "400"], "--trace-threshold"),
+    (["--no-such-flag"], "no-such-flag"),
+])
+def test_bad_usage_exits_2_and_says_what(args, needle):
+    rc, records, err = run_jankbpf(*args)
+    assert rc == 2
+    assert needle in err
+    assert records == []
+
+
+def test_not_root_exits_1_naming_capabilities():
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "--inh-caps=-all", JANKBPF, "--duration", "1"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1
+    assert "CAP_BPF" in p.stderr and "CAP_PERFMON" in p.stderr
+    assert p.stdout == ""
+
+
+def test_command_exit_status_is_passed_on(tmp_path):
+    truth = tmp_path / "t.jsonl"
+    rc, records, err = run_jankbpf("--ignore-startup-time", IGNORE, "--",
+                                   *command("spin:200,exit:7", start_delay=START_DELAY,
+                                            truth=truth))
+    assert rc == 7, err
+    types = [r["type"] for r in records]
+    assert types == ["jank", "exit", "summary"], types
+    assert records[1]["exit_code"] == 7
+    rc, _, err = run_jankbpf("--", "/nonexistent/program")
+    assert rc == 127 and "cannot run" in err
+
+
+def test_comm_filters_in_kernel():
+    with Target.start("spin:250,spin:250", start_delay=START_DELAY, name="jb-wanted") as wanted, \
+         Target.start("spin:250,spin:250", start_delay=START_DELAY, name="jb-other") as other:
+        jb = Jankbpf("--comm", "jb-wanted", "--ignore-startup-time", IGNORE)
+        wanted.wait_done(30)
+        other.wait_done(30)
+        wanted.wait(10)
+        other.wait(10)
+        time.sleep(0.3)
+        rc = jb.stop()
+    assert rc == 0
+    assert_matches_truth(jb.of_type("jank", wanted.pid), wanted)
+    assert jb.of_type("jank", other.pid) == []
+    assert all(r["pid"] == wanted.pid for r in jb.of_type("jank"))
+
+
+def test_threads_main_vs_all():
+    script = "spin:200"
+    with Target.start(script, start_delay=START_DELAY, threads=1,
+                      worker_script="spin:220,sleep:230") as target:
+        main_only = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE)
+        every = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE,
+                        "--threads", "all")
+        target.wait_done(30)
+        target.wait(10)
+        main_only.wait(15)
+        every.wait(15)
+    worker_tid = target.workers[0]
+    assert_matches_truth(main_only.of_type("jank"), target)
+    all_janks = every.of_type("jank")
+    assert_matches_truth([j for j in all_janks if j["tid"] == target.pid], target)
+    worker_janks = [j for j in all_janks if j["tid"] == worker_tid]
+    assert_matches_truth(worker_janks, target, worker=1)
+    assert len(worker_janks) == 2
+    assert all(j["thread_name"].startswith("jt-worker") for j in worker_janks)
+
+
+def test_ignore_startup_time():
+    # Janks at 0.5 s and 1 s into the process fall inside a 3 s startup
+    # window; the ones after 3.5 s do not.
+    with Target.start("spin:200,spin:200,sleep:2600,spin:250,spin:250", gap_ms=300) as target:
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE)
+        target.wait_done(30)
+        target.wait(10)
+        jb.wait(15)
+    janks = jb.of_type("jank")
+    starts = [t for t in target.long_tasks(THRESHOLD)]
+    assert len(starts) == 5
+    started = target.ready["mono_ns"]
+    late = [t for t in starts if t["begin_ns"] - started > 3.2e9]
+    assert len(late) == 2
+    assert len(janks) == 2
+    for task in late:
+        assert len(jank_by_begin(janks, task)) == 1
+
+
+def test_system_wide_sees_processes_started_later():
+    jb = Jankbpf("--ignore-startup-time", IGNORE)
+    with Target.start("spin:250,io:200,spin:120", start_delay=START_DELAY) as target:
+        target.wait_done(30)
+        target.wait(10)
+    time.sleep(0.3)
+    rc = jb.stop()
+    assert rc == 0
+    assert_matches_truth(jb.of_type("jank", target.pid), target)
+    # It had janks, so its exit is reported too.
+    assert len(jb.of_type("exit", target.pid)) == 1
+
+
+@pytest.mark.parametrize("loop", ["poll", "ppoll", "select", "pselect", "epoll_pwait",
+                                  "epoll_pwait2"])
+def test_every_wait_syscall_bounds_tasks(loop):
+    with Target.start("spin:200,short:200,sleep:200", start_delay=START_DELAY,
+                      loop=loop) as target:
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE)
+        target.wait_done(30)
+        target.wait(10)
+        jb.wait(15)
+    janks = jb.of_type("jank")
+    assert len(janks) == 2
+    assert_matches_truth(janks, target)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_detaches_and_leaves_nothing_in_kernel(sig):
+    jb = Jankbpf("--ignore-startup-time", IGNORE)
+    assert jankbpf_programs(), "no jb_* programs loaded while jankbpf runs"
+    assert jankbpf_links()
+    rc = jb.stop(sig)
+    assert rc == 0
+    summary = jb.summary()
+    assert summary["lost_events"] == 0
+    assert "detached" in jb.stderr
+    assert jankbpf_programs() == []
+    assert jankbpf_links() == []
+
+
+def test_duration_and_output_file(tmp_path):
+    out = tmp_path / "records.jsonl"
+    rc, records, err = run_jankbpf("--duration", "0.5", "--output", str(out))
+    assert rc == 0, err
+    assert records == []  # stdout carries nothing when --output is given
+    lines = out.read_text().splitlines()
+    assert len(lines) == 1 and '"type":"summary"' in lines[0]
+    assert oct(os.stat(out).st_mode & 0o777) == "0o640"
+    # A planted symlink is never written through.
+    link = tmp_path / "link.jsonl"
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    link.symlink_to(victim)
+    rc, _, err = run_jankbpf("--duration", "0.2", "--output", str(link))
+    assert rc == 2 and "symlink" in err
+    assert victim.read_text() == "keep\n"
