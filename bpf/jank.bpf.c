@@ -24,6 +24,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "jankbpf/events.h"
+#include "user_regs.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -41,6 +42,19 @@ const volatile bool filter_pids = false;   /* only tgids in `procs` with TARGET 
 const volatile bool filter_comm = false;   /* only group leaders named `comm` */
 const volatile char target_comm[JB_COMM_LEN] = {};
 const volatile __u32 self_tgid = 0;        /* never watch jankbpf itself */
+/* Stacks: from early_ns into a task (0: no stacks), one per sample_period_ns,
+ * up to sample_window_ns into it; off-CPU captures at switch-out. */
+const volatile __u64 early_ns = 0;
+const volatile __u64 sample_period_ns = 10 * 1000000ull;
+const volatile __u64 sample_window_ns = 2000 * 1000000ull;
+const volatile bool offcpu_enabled = false;
+/* Trace bound (0: no traces): a task past it gets a JB_EV_TRACE record. */
+const volatile __u64 trace_ns = 0;
+
+/* Threads now inside a task past early_ns: userspace keeps the sampling
+ * clocks on while this is non-zero and off otherwise (read through the
+ * mmapped .bss, no syscall). */
+__s64 long_tasks = 0;
 
 /* Per watched thread. Created at its first eligible wait; removed at exit. */
 struct jb_thread {
@@ -53,10 +67,15 @@ struct jb_thread {
 	__u32 state;          /* enum jb_thread_state, tracked in and out of tasks */
 	__u32 wait_nr;        /* the wait the current task began from */
 	__u32 armed;          /* watchdog timer pending (timer mode) */
+	__u64 last_sample_ns; /* last stack taken in this task (on or off CPU) */
 	__u8 in_task;
 	__u8 crossed;
 	__u8 hung;
-	__u8 pad[5];
+	__u8 early;           /* past early_ns: counted in long_tasks */
+	__u8 offcpu_pending;  /* an off-CPU capture awaits its waker */
+	__u8 traced;          /* past trace_ns */
+	__u8 pad[2];
+	__u64 stash_seq;      /* task whose off-CPU capture is stashed, unsent */
 };
 
 struct {
@@ -91,7 +110,8 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 256 * 1024);
+	/* Room for ~200 off-CPU captures (17 KB each) between two reads. */
+	__uint(max_entries, 4 * 1024 * 1024);
 } events SEC(".maps");
 
 struct {
@@ -101,12 +121,41 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
+/*
+ * The last off-CPU capture of each watched thread, made at every blocking
+ * switch-out inside a task: a thread that blocks before its task is long and
+ * stays blocked has no other moment at which its user stack can be read.
+ * Task storage, so it lives only as long as the thread and costs nothing for
+ * threads that never block inside a task.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct jb_offcpu_event);
+} offcpu_stash SEC(".maps");
+
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
+extern void bpf_task_release(struct task_struct *p) __ksym __weak;
+
 static __always_inline void stat_inc(__u32 which)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &which);
 
 	if (v)
 		*v += 1;
+}
+
+/* An off-CPU capture to userspace; its waker is wanted next. */
+static __always_inline void send_offcpu(struct jb_thread *t, struct jb_offcpu_event *e)
+{
+	if (bpf_ringbuf_output(&events, e, sizeof(*e), 0)) {
+		stat_inc(JB_STAT_RB_DROPS);
+		return;
+	}
+	t->offcpu_pending = 1;
+	t->stash_seq = 0;  /* sent */
+	stat_inc(JB_STAT_OFFCPU);
 }
 
 /* ---- eligibility -------------------------------------------------------- */
@@ -223,6 +272,15 @@ static __always_inline void mark_janked(__u32 tgid)
 	bpf_map_update_elem(&procs, &tgid, &fresh, BPF_NOEXIST);
 }
 
+static __always_inline void leave_long(struct jb_thread *t)
+{
+	if (t->early) {
+		t->early = 0;
+		t->offcpu_pending = 0;
+		__sync_fetch_and_add(&long_tasks, -1);
+	}
+}
+
 /*
  * The task running on the current thread ends now: count it, and report it
  * when it reached the threshold. Runs in the thread's own context.
@@ -234,6 +292,7 @@ static __always_inline void end_task(struct jb_thread *t, __u32 tid, __u32 flags
 
 	account(t, now);
 	t->in_task = 0;
+	leave_long(t);
 	stat_inc(JB_STAT_TASKS);
 	if (now - t->begin_ns < threshold_ns)
 		return;
@@ -289,6 +348,9 @@ static __always_inline int on_wait_exit(__u32 nr)
 	t->wait_nr = nr;
 	t->crossed = 0;
 	t->hung = 0;
+	t->traced = 0;
+	leave_long(t);
+	t->last_sample_ns = 0;
 	t->seq++;
 	t->in_task = 1;
 	return 0;
@@ -321,38 +383,92 @@ WAIT_HOOKS(pselect6)
  * Emits the crossing / hang records that are due and says when the thread
  * needs looking at again: 0 means not until it runs again.
  */
+/*
+ * How often a busy thread is looked at: often enough that the check which
+ * first sees a new task comes before that task's first milestone.
+ */
+static __always_inline __u64 poll_ns(void)
+{
+	return early_ns ? early_ns : threshold_ns;
+}
+
+static __always_inline __u64 sooner(__u64 next, __u64 milestone, __u64 elapsed)
+{
+	__u64 d = milestone - elapsed;
+
+	return next && next < d ? next : d;
+}
+
 static __always_inline __u64 check_thread(__u32 tid, struct jb_thread *t, __u64 now)
 {
 	bool on_cpu = t->state == JB_ST_RUNNING || t->state == JB_ST_RUNNABLE;
+	__u64 next = 0;
 
 	if (!t->in_task)
-		return on_cpu ? threshold_ns : 0;
+		return on_cpu ? poll_ns() : 0;
 
 	__u64 elapsed = now - t->begin_ns;
 
+	/* Emit what is due, in the order the milestones fall. */
+	if (early_ns && !t->early && elapsed >= early_ns) {
+		t->early = 1;
+		__sync_fetch_and_add(&long_tasks, 1);
+		emit_task(JB_EV_EARLY, tid, t, now);
+	}
 	if (!t->crossed && elapsed >= threshold_ns) {
 		t->crossed = 1;
 		mark_janked(t->pid);
 		emit_task(JB_EV_CROSSING, tid, t, now);
 	}
+	/* "Past" the trace bound: a task of exactly trace_ns triggers nothing. */
+	if (trace_ns && !t->traced && elapsed > trace_ns) {
+		t->traced = 1;
+		emit_task(JB_EV_TRACE, tid, t, now);
+	}
 	if (!t->hung && elapsed >= hang_ns) {
 		t->hung = 1;
 		emit_task(JB_EV_HANG, tid, t, now);
 	}
+
+	/* When the next one falls due. */
+	if (early_ns && !t->early)
+		next = sooner(next, early_ns, elapsed);
 	if (!t->crossed)
-		return threshold_ns - elapsed;
-	/*
-	 * Look again at least every threshold: this task may end and the next
-	 * one start at any moment, and the check that first sees the new task
-	 * must come before that one's crossing.
-	 */
+		next = sooner(next, threshold_ns, elapsed);
+	if (trace_ns && !t->traced)
+		next = sooner(next, trace_ns + 1, elapsed);
 	if (!t->hung)
-		return hang_ns - elapsed < threshold_ns ? hang_ns - elapsed : threshold_ns;
-	/* Nothing more is due for this task: poll only while the thread is busy. */
-	return on_cpu ? threshold_ns : 0;
+		next = sooner(next, hang_ns, elapsed);
+	if (!next)  /* nothing more is due for this task: poll only while busy */
+		return on_cpu ? poll_ns() : 0;
+	/* This task may end and the next one start at any moment. */
+	return next < poll_ns() ? next : poll_ns();
 }
 
 /* ---- watchdog, timer mode (tp_btf only) ---------------------------------- */
+
+/*
+ * The task became long while its thread sleeps: send the capture stashed
+ * when it went to sleep (its own context is the only one that could read
+ * its user stack).
+ */
+static __noinline void flush_stash(__u32 tid, struct jb_thread *t)
+{
+	struct task_struct *task;
+	struct jb_offcpu_event *e;
+
+	if (!t->early || !t->in_task || t->stash_seq != t->seq || t->state < JB_ST_SLEEPING)
+		return;
+	if (!bpf_task_from_pid)
+		return;
+	task = bpf_task_from_pid(tid);
+	if (!task)
+		return;
+	e = bpf_task_storage_get(&offcpu_stash, task, 0, 0);
+	if (e && e->seq == t->seq)
+		send_offcpu(t, e);
+	bpf_task_release(task);
+}
 
 static int timer_fired(void *map, __u32 *key, struct jb_timer *tm)
 {
@@ -363,6 +479,8 @@ static int timer_fired(void *map, __u32 *key, struct jb_timer *tm)
 	if (!t)
 		return 0;
 	next = check_thread(tid, t, bpf_ktime_get_ns());
+	if (offcpu_enabled)
+		flush_stash(tid, t);
 	if (next) {
 		bpf_timer_start(&tm->timer, next, 0);
 		return 0;
@@ -374,7 +492,7 @@ static int timer_fired(void *map, __u32 *key, struct jb_timer *tm)
 	__sync_lock_test_and_set(&t->armed, 0);
 	if ((t->state == JB_ST_RUNNING || t->state == JB_ST_RUNNABLE) &&
 	    !__sync_lock_test_and_set(&t->armed, 1))
-		bpf_timer_start(&tm->timer, threshold_ns, 0);
+		bpf_timer_start(&tm->timer, poll_ns(), 0);
 	return 0;
 }
 
@@ -396,8 +514,8 @@ static __noinline void arm_watchdog(__u32 tid, struct jb_thread *t)
 		bpf_timer_init(&tm->timer, &timers, CLOCK_MONOTONIC);
 		bpf_timer_set_callback(&tm->timer, timer_fired);
 	}
-	/* First look at the thread one threshold from now (its task starts soon). */
-	if (bpf_timer_start(&tm->timer, threshold_ns, 0) == 0)
+	/* First look at the thread one poll period from now (its task starts soon). */
+	if (bpf_timer_start(&tm->timer, poll_ns(), 0) == 0)
 		return;
 fail:
 	stat_inc(JB_STAT_TIMER_FAIL);
@@ -492,12 +610,130 @@ static __always_inline void on_exit(struct task_struct *task)
 	bpf_map_delete_elem(&procs, &tgid);
 }
 
+/* ---- stacks ------------------------------------------------------------- */
+
+/* Whether a stack of this task is wanted now; claims the slot if so. */
+static __always_inline bool take_sample_slot(struct jb_thread *t, __u64 now)
+{
+	if (!t->in_task || !t->early)
+		return false;
+	if (now - t->begin_ns > sample_window_ns)
+		return false;
+	/* 10% slack: the clock's ticks jitter around the period. */
+	if (t->last_sample_ns && now - t->last_sample_ns < sample_period_ns - sample_period_ns / 10)
+		return false;
+	t->last_sample_ns = now;
+	return true;
+}
+
+/*
+ * The on-CPU sampler: a cpu-clock perf event per CPU, on only while some
+ * watched task is long (long_tasks > 0). A sample is kept (and perf copies
+ * the user registers and stack) only for a watched thread past early_ns, one
+ * per sample_period_ns; every other tick costs a map lookup.
+ */
+SEC("perf_event")
+int jb_sample(void *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+	if (!t || !take_sample_slot(t, bpf_ktime_get_ns()))
+		return 0;
+	stat_inc(JB_STAT_SAMPLES);
+	return 1;
+}
+
+/*
+ * A watched thread is going to sleep inside a task: no clock will sample it
+ * now, so capture what a sample would hold, here in its own context, into
+ * its stash. If the task is already long the capture goes out at once;
+ * otherwise the watchdog sends it if the task becomes long while the thread
+ * still sleeps.
+ */
+static __noinline void capture_offcpu(void *ctx, struct task_struct *prev, __u32 tid,
+				      struct jb_thread *t, __u64 now)
+{
+	struct jb_offcpu_event *e;
+	struct pt_regs *regs;
+
+	e = bpf_task_storage_get(&offcpu_stash, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!e)
+		return;
+	e->hdr.type = JB_EV_OFFCPU;
+	e->hdr.pid = t->pid;
+	e->hdr.tid = tid;
+	e->hdr.cpu = bpf_get_smp_processor_id();
+	e->hdr.time_ns = now;
+	e->seq = t->seq;
+	e->state = t->state;
+	long n = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+	e->kstack_bytes = n > 0 ? n : 0;
+	e->nr_regs = 0;
+	e->ustack_bytes = 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	if (regs) {
+		jb_copy_user_regs(e->regs, regs);
+		e->nr_regs = JB_USER_REGS;
+		/* Page by page: the copy stops where the stack mapping ends. */
+		__u64 sp = JB_USER_SP(e->regs);
+		for (int i = 0; i < JB_OFFCPU_STACK / 4096; i++) {
+			if (bpf_probe_read_user(e->ustack + i * 4096, 4096, (void *)(sp + i * 4096)))
+				break;
+			e->ustack_bytes += 4096;
+		}
+	}
+	t->stash_seq = t->seq;
+	if (t->early)
+		send_offcpu(t, e);
+}
+
+/* A watched thread with an off-CPU capture is being woken: by whom. */
+static __noinline void capture_waker(void *ctx, __u32 tid, struct jb_thread *t)
+{
+	struct jb_waker_event *e;
+	__u64 id = bpf_get_current_pid_tgid();
+
+	t->offcpu_pending = 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		stat_inc(JB_STAT_RB_DROPS);
+		return;
+	}
+	e->hdr.type = JB_EV_WAKER;
+	e->hdr.pid = t->pid;
+	e->hdr.tid = tid;
+	e->hdr.cpu = bpf_get_smp_processor_id();
+	e->hdr.time_ns = bpf_ktime_get_ns();
+	e->seq = t->seq;
+	e->waker_pid = id >> 32;
+	e->waker_tid = (__u32)id;
+	bpf_get_current_comm(&e->waker_comm, sizeof(e->waker_comm));
+	long n = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+	e->kstack_bytes = n > 0 ? n : 0;
+	/* Interrupt context has no meaningful user stack of the waker. */
+	n = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
+	e->ustack_bytes = n > 0 ? n : 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
 /* timer mode: tp_btf, may arm timers */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(jb_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	struct jb_thread *t = on_switch(preempt, prev, next);
+	struct jb_thread *t;
 
+	t = on_switch(preempt, prev, next);
+	if (offcpu_enabled && !preempt && prev->__state != 0) {
+		__u32 tid = prev->pid;
+		struct jb_thread *p = bpf_map_lookup_elem(&threads, &tid);
+		if (p && p->in_task) {
+			__u64 now = bpf_ktime_get_ns();
+			/* Once the task is long, at most one stack per sample period. */
+			if (!p->early || take_sample_slot(p, now))
+				capture_offcpu(ctx, prev, tid, p, now);
+		}
+	}
 	if (t)
 		arm_watchdog(next->pid, t);
 	return 0;
@@ -506,6 +742,12 @@ int BPF_PROG(jb_switch_btf, bool preempt, struct task_struct *prev, struct task_
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(jb_wakeup_btf, struct task_struct *p)
 {
+	if (offcpu_enabled) {
+		__u32 tid = p->pid;
+		struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
+		if (t && t->offcpu_pending)
+			capture_waker(ctx, tid, t);
+	}
 	on_wakeup(p);
 	return 0;
 }

@@ -21,6 +21,11 @@ enum jb_event_type {
 	JB_EV_CROSSING = 2, /* a running task just crossed the threshold */
 	JB_EV_HANG = 3,     /* a running task is still stuck after hang_ns */
 	JB_EV_EXIT = 4,     /* a watched process exited (its last thread) */
+	JB_EV_EARLY = 5,    /* a running task passed the sampling mark (a third
+			     * of the threshold): stacks are wanted from now */
+	JB_EV_OFFCPU = 6,   /* a long task's thread went to sleep: its stacks */
+	JB_EV_WAKER = 7,    /* who woke that thread */
+	JB_EV_TRACE = 8,    /* a running task passed the trace bound */
 };
 
 /* Where a watched thread is, for the per-task state breakdown. */
@@ -38,6 +43,8 @@ enum jb_stat {
 	JB_STAT_RB_DROPS = 1,     /* ring-buffer reservations that failed */
 	JB_STAT_THREADS_FULL = 2, /* watched threads not tracked: map full */
 	JB_STAT_TIMER_FAIL = 3,   /* watchdog timers that could not be armed */
+	JB_STAT_SAMPLES = 4,      /* on-CPU stack samples let through */
+	JB_STAT_OFFCPU = 5,       /* off-CPU captures made */
 	JB_STAT_NR = 8,
 };
 
@@ -81,6 +88,42 @@ struct jb_exit_event {
 	__s32 exit_code;
 	__u32 flags; /* JB_PROCF_* of the process */
 	char comm[JB_COMM_LEN];
+};
+
+#define JB_MAX_USER_REGS 33       /* arm64: x0..x30, sp, pc */
+#define JB_OFFCPU_STACK 16384     /* bytes of user stack copied at switch-out */
+#define JB_KSTACK_DEPTH 64
+#define JB_WAKER_DEPTH 32
+
+/*
+ * JB_EV_OFFCPU: what a perf sample would have held had the clock fired
+ * while the thread was blocked. Registers are in PERF_SAMPLE_REGS_USER
+ * order for the arch's mask (src/arch/regs.h); the stack starts at the
+ * user SP.
+ */
+struct jb_offcpu_event {
+	struct jb_header hdr;
+	__u64 seq;                 /* task number on the thread */
+	__u32 state;               /* JB_ST_SLEEPING or JB_ST_BLOCKED */
+	__u32 kstack_bytes;        /* valid bytes of kstack */
+	__u32 ustack_bytes;        /* valid bytes of ustack */
+	__u32 nr_regs;             /* valid entries of regs (0: no user regs) */
+	__u64 regs[JB_MAX_USER_REGS];
+	__u64 kstack[JB_KSTACK_DEPTH];
+	__u8 ustack[JB_OFFCPU_STACK];
+};
+
+/* JB_EV_WAKER: hdr.pid/tid are the woken thread. */
+struct jb_waker_event {
+	struct jb_header hdr;
+	__u64 seq;
+	__u32 waker_pid;
+	__u32 waker_tid;
+	char waker_comm[JB_COMM_LEN];
+	__u32 kstack_bytes;
+	__u32 ustack_bytes;        /* frame-pointer user stack, may be short */
+	__u64 kstack[JB_WAKER_DEPTH];
+	__u64 ustack[JB_WAKER_DEPTH];
 };
 
 /* Value of the `procs` map, keyed by tgid. */

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "arch/regs.h"
 #include "jankbpf/events.h"
 #include "proc/process_info.h"
 #include "util/log.h"
@@ -19,7 +20,13 @@ namespace jankbpf {
 namespace {
 
 // epoll tags: small numbers for the fixed fds, pidfds tagged by their fd.
-constexpr uint64_t kTagRing = 1ULL << 40, kTagSignal = 2ULL << 40, kTagDeadline = 3ULL << 40;
+constexpr uint64_t kTagRing = 1ULL << 40, kTagSignal = 2ULL << 40, kTagDeadline = 3ULL << 40,
+                   kTagLease = 4ULL << 40, kTagTraceDeadline = 5ULL << 40,
+                   kTagCapture = 6ULL << 40, kTagSampler = 7ULL << 40;
+constexpr uint64_t kTagMask = 0xffULL << 40;
+
+// While sampling is on, how often to check whether a task is still long.
+constexpr int64_t kLeaseNs = 100'000'000;
 
 bool epoll_add(int epfd, int fd, uint64_t tag) {
   epoll_event ev{};
@@ -45,11 +52,22 @@ int Monitor::run() {
     log::error("%s", error.c_str());
     return kExitFailure;
   }
-  // 4. Load and attach the BPF programs.
-  if (!start_detector()) {
+  // 4. The reporter thread (stacks, logs, output), then the BPF programs,
+  //    the stack sampler and the trace recorder.
+  ReporterConfig rc;
+  rc.jank = opts_.jank;
+  rc.regs_mask = reg_table(host_arch().arch).sample_regs_user;
+  rc.log_dir = opts_.log_dir;
+  rc.log_cap = opts_.log_cap;
+  rc.dev = opts_.dev;
+  rc.trace_threshold_ms = opts_.trace_threshold_ms;
+  reporter_ = std::make_unique<Reporter>(rc, *out_);
+  if (!start_detector() || !start_stacks()) {
     launcher_.abandon();
+    reporter_->finish();
     return kExitFailure;
   }
+  start_traces();
   // 5. Release the command now that its first task will be seen.
   if (launcher_.pid() > 0) {
     detector_->add_target(launcher_.pid());
@@ -61,10 +79,15 @@ int Monitor::run() {
       return status;
     }
   }
-  // 6. Report until told to stop, then detach and summarise.
+  // 6. Report until told to stop, then save what is pending, detach, and
+  //    summarise once every record before the summary is written.
   loop();
   detector_->drain();
+  if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
+  if (traces_) traces_->shutdown();
+  reporter_->finish();
   emit_summary();
+  traces_.reset();  // removes the ftrace instance
   detector_.reset();
   log::status("detached");
   if (command_status_) return *command_status_;
@@ -131,7 +154,18 @@ bool Monitor::start_detector() {
   DetectorConfig cfg;
   cfg.threshold_ns = uint64_t{opts_.threshold_ms} * 1'000'000;
   cfg.hang_ns = uint64_t{opts_.hang_ms} * 1'000'000;
-  cfg.ignore_startup_ns = uint64_t{opts_.ignore_startup_s} * 1'000'000'000;
+  cfg.ignore_startup_ns = uint64_t(opts_.jank.ignore_startup_time_s) * 1'000'000'000;
+  if (opts_.jank.stacks_enabled()) {
+    // Beyond the seed: stacks from a third of the threshold on, so the
+    // start of a long task is sampled too (kept only if it crosses), for
+    // as long as the seed samples after the crossing.
+    cfg.early_ns = cfg.threshold_ns / 3;
+    cfg.sample_period_ns = uint64_t{opts_.sample_period_ms} * 1'000'000;
+    cfg.sample_window_ns = cfg.threshold_ns +
+                           uint64_t(opts_.jank.sample_count) * opts_.jank.sample_interval_ms * 1'000'000;
+    cfg.offcpu = true;
+  }
+  if (opts_.jank.trace_enabled()) cfg.trace_ns = uint64_t{opts_.trace_threshold_ms} * 1'000'000;
   cfg.all_threads = opts_.threads == ThreadScope::All;
   cfg.filter_pids = !opts_.pids.empty() || !opts_.command.empty();
   cfg.comm = opts_.comm;
@@ -160,6 +194,67 @@ bool Monitor::start_detector() {
   return true;
 }
 
+bool Monitor::start_stacks() {
+  if (detector_->sample_prog_fd() < 0) return true;
+  PerfSamplerConfig pc;
+  pc.period_ns = uint64_t{opts_.sample_period_ms} * 1'000'000;
+  pc.stack_bytes = opts_.stack_bytes;
+  pc.regs_mask = reg_table(host_arch().arch).sample_regs_user;
+  pc.bpf_prog_fd = detector_->sample_prog_fd();
+  std::string error;
+  if (!sampler_.open(pc, &error)) {
+    log::error("stack sampling: %s", error.c_str());
+    return false;
+  }
+  // The reporter parses samples with the sampler's sample_type.
+  reporter_->set_perf_sample_type(sampler_.sample_type());
+  size_t i = 0;
+  for (int fd : sampler_.fds()) epoll_add(epoll_.get(), fd, kTagSampler | i++);
+  lease_.reset(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+  if (!lease_ || !epoll_add(epoll_.get(), lease_.get(), kTagLease)) {
+    log::error("cannot set up the sampling lease: %s", strerror(errno));
+    return false;
+  }
+  sampling_ = true;
+  log::info("stacks: %u-byte samples every %u ms from %u ms into a task%s", opts_.stack_bytes,
+            opts_.sample_period_ms, opts_.threshold_ms / 3,
+            detector_->offcpu_enabled() ? ", off-CPU captures on" : "");
+  return true;
+}
+
+void Monitor::start_traces() {
+  if (!opts_.jank.trace_enabled()) return;
+  traces_ = std::make_unique<TraceKeeper>(*reporter_);
+  std::string error;
+  if (!traces_->start(&error)) {
+    // Janks are still reported; their records say why there is no trace.
+    log::warn("no traces: %s", error.c_str());
+    return;
+  }
+  epoll_add(epoll_.get(), traces_->deadline_fd(), kTagTraceDeadline);
+}
+
+// Sampling clocks run only while some task is long: on at its early mark,
+// off at the first lease check that finds none.
+void Monitor::keep_sampling(bool on) {
+  if (!sampling_ || on == sampler_.enabled()) return;
+  itimerspec its{};
+  if (on) {
+    sampler_.enable();
+    its.it_value.tv_nsec = kLeaseNs;
+    its.it_interval.tv_nsec = kLeaseNs;
+  } else {
+    sampler_.disable();
+  }
+  timerfd_settime(lease_.get(), 0, &its, nullptr);
+}
+
+void Monitor::on_lease() {
+  uint64_t n;
+  (void)!read(lease_.get(), &n, sizeof n);
+  if (detector_->long_tasks() <= 0) keep_sampling(false);
+}
+
 void Monitor::loop() {
   epoll_event events[16];
   while (running_) {
@@ -171,30 +266,53 @@ void Monitor::loop() {
     }
     for (int i = 0; i < n; i++) {
       uint64_t tag = events[i].data.u64;
-      if (tag == kTagRing) {
-        detector_->drain();
-      } else if (tag == kTagSignal) {
-        signalfd_siginfo si;
-        while (read(signals_.get(), &si, sizeof si) == sizeof si) {
-          if (si.ssi_signo == SIGCHLD) {
-            int status;
-            if (launcher_.reap(&status)) {
-              command_status_ = status;
-              detector_->drain();  // its exit record
+      switch (tag & kTagMask) {
+        case kTagRing:
+          detector_->drain();
+          break;
+        case kTagSignal: {
+          signalfd_siginfo si;
+          while (read(signals_.get(), &si, sizeof si) == sizeof si) {
+            if (si.ssi_signo == SIGCHLD) {
+              int status;
+              if (launcher_.reap(&status)) {
+                command_status_ = status;
+                detector_->drain();  // its exit record
+                stop();
+              }
+            } else {
+              log::info("signal %u: stopping", si.ssi_signo);
               stop();
             }
-          } else {
-            log::info("signal %u: stopping", si.ssi_signo);
-            stop();
           }
+          break;
         }
-      } else if (tag == kTagDeadline) {
-        stop();
-      } else {
-        int fd = static_cast<int>(tag);
-        epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
-        detector_->drain();  // the BPF exit record comes before the pidfd wakes
-        on_target_gone(pidfds_[fd]);
+        case kTagDeadline:
+          stop();
+          break;
+        case kTagLease:
+          on_lease();
+          break;
+        case kTagSampler:
+          sampler_.drain(tag & ~kTagMask,
+                         [&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
+          break;
+        case kTagTraceDeadline:
+          traces_->on_deadline();
+          if (int fd = traces_->capture_fd(); fd >= 0 && epoll_add(epoll_.get(), fd, kTagCapture))
+            capture_fd_ = fd;
+          break;
+        case kTagCapture:
+          epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, capture_fd_, nullptr);
+          capture_fd_ = -1;
+          traces_->on_capture_done();
+          break;
+        default: {  // a --pid target's pidfd
+          int fd = static_cast<int>(tag);
+          epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+          detector_->drain();  // the BPF exit record comes before the pidfd wakes
+          on_target_gone(pidfds_[fd]);
+        }
       }
     }
     if (out_->broken()) {
@@ -221,24 +339,33 @@ void Monitor::on_record(std::span<const uint8_t> rec) {
   memcpy(&hdr, rec.data(), sizeof hdr);
   switch (hdr.type) {
     case JB_EV_TASK_END:
-    case JB_EV_HANG: {
+    case JB_EV_HANG:
+    case JB_EV_CROSSING:
+    case JB_EV_EARLY:
+    case JB_EV_TRACE: {
       if (rec.size() < sizeof(jb_task_event)) break;
       jb_task_event e;
       memcpy(&e, rec.data(), sizeof e);
-      out_->emit(builder_.task(e));
-      (hdr.type == JB_EV_HANG ? hangs_ : janks_)++;
+      on_task(e);
       return;
     }
-    case JB_EV_CROSSING: {
-      if (rec.size() < sizeof(jb_task_event)) break;
-      log::info("pid %u tid %u crossed the threshold", hdr.pid, hdr.tid);
+    case JB_EV_OFFCPU:
+      if (rec.size() < sizeof(jb_offcpu_event)) break;
+      reporter_->add_offcpu(*reinterpret_cast<const jb_offcpu_event*>(rec.data()));
+      return;
+    case JB_EV_WAKER: {
+      if (rec.size() < sizeof(jb_waker_event)) break;
+      jb_waker_event e;
+      memcpy(&e, rec.data(), sizeof e);
+      reporter_->add_waker(e);
       return;
     }
     case JB_EV_EXIT: {
       if (rec.size() < sizeof(jb_exit_event)) break;
       jb_exit_event e;
       memcpy(&e, rec.data(), sizeof e);
-      out_->emit(builder_.exit(e));
+      reporter_->emit(builder_.exit(e));
+      reporter_->forget(static_cast<pid_t>(e.hdr.pid));
       exits_++;
       on_target_gone(static_cast<pid_t>(hdr.pid));
       return;
@@ -247,6 +374,35 @@ void Monitor::on_record(std::span<const uint8_t> rec) {
       break;
   }
   malformed_++;
+}
+
+void Monitor::on_task(const jb_task_event& e) {
+  switch (e.hdr.type) {
+    case JB_EV_EARLY:  // stacks wanted from now on
+      keep_sampling(true);
+      return;
+    case JB_EV_CROSSING:
+      log::info("pid %u tid %u crossed the threshold", e.hdr.pid, e.hdr.tid);
+      return;
+    case JB_EV_TRACE:
+      if (traces_)
+        traces_->on_trigger(static_cast<pid_t>(e.hdr.pid), static_cast<pid_t>(e.hdr.tid), e.seq,
+                            e.proc_start_ns);
+      return;
+    default:
+      break;
+  }
+  // A jank or a hang: the reporter adds stacks and logs, then writes it.
+  if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
+  Reporter::TaskContext ctx;
+  ctx.begin_ns = e.begin_ns;
+  ctx.end_ns = e.end_ns;
+  ctx.seq = e.seq;
+  ctx.proc_start_ns = e.proc_start_ns;
+  const bool hang = e.hdr.type == JB_EV_HANG;
+  if (!hang && traces_) ctx.trace = traces_->take(static_cast<pid_t>(e.hdr.tid), e.seq);
+  reporter_->report(builder_.task(e), std::move(ctx));
+  (hang ? hangs_ : janks_)++;
 }
 
 void Monitor::emit_summary() {
@@ -261,6 +417,14 @@ void Monitor::emit_summary() {
   s.lost_events = ks.ringbuf_drops;
   s.threads_untracked = ks.threads_map_full;
   s.timer_failures = ks.timer_failures;
+  s.samples = ks.samples;
+  s.offcpu_captures = ks.offcpu;
+  s.samples_lost = sampler_.lost();
+  auto rs = reporter_->stats();
+  s.samples_dropped = rs.dropped;
+  s.stack_logs = rs.stack_logs;
+  s.suppressed = rs.suppressed;
+  s.traces = traces_ ? traces_->saved() : 0;
   s.watchdog = detector_->watchdog_name();
   for (auto& p : detector_->program_stats()) s.bpf.push_back({p.name, p.run_cnt, p.run_time_ns});
   rusage ru{};

@@ -12,9 +12,12 @@
 
 #include "app/launcher.h"
 #include "app/record_builder.h"
+#include "app/reporter.h"
+#include "app/trace_keeper.h"
 #include "bpf/detector.h"
 #include "cli/options.h"
 #include "output/output.h"
+#include "sampling/perf_sampler.h"
 #include "util/clock.h"
 #include "util/fd.h"
 
@@ -31,8 +34,13 @@ class Monitor {
   bool check_targets();
   bool setup_loop();
   bool start_detector();
+  bool start_stacks();
+  void start_traces();
   void loop();
   void on_record(std::span<const uint8_t> rec);
+  void on_task(const jb_task_event& e);
+  void keep_sampling(bool on);
+  void on_lease();
   void on_target_gone(pid_t pid);
   void emit_summary();
   void stop() { running_ = false; }
@@ -42,6 +50,12 @@ class Monitor {
   EpochClock clock_;
   RecordBuilder builder_{clock_};
   std::unique_ptr<Detector> detector_;
+  std::unique_ptr<Reporter> reporter_;
+  std::unique_ptr<TraceKeeper> traces_;
+  PerfSampler sampler_;
+  bool sampling_ = false;   // stacks configured
+  Fd lease_;                // while sampling is on: checks whether it is still needed
+  int capture_fd_ = -1;     // trace-cmd's pidfd while a capture runs
   Launcher launcher_;
   std::optional<int> command_status_;
 

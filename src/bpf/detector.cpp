@@ -40,7 +40,7 @@ int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list ap) {
 }
 
 // The timer watchdog needs tp_btf programs; the scan watchdog raw_tp + perf_event.
-void select_programs(jank_bpf* skel, WatchdogMode mode) {
+void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks) {
   const bool timer = mode == WatchdogMode::Timer;
   bpf_program* btf_progs[] = {skel->progs.jb_switch_btf, skel->progs.jb_wakeup_btf,
                               skel->progs.jb_wakeup_new_btf, skel->progs.jb_exit_btf};
@@ -49,6 +49,7 @@ void select_programs(jank_bpf* skel, WatchdogMode mode) {
                               skel->progs.jb_scan};
   for (auto* p : btf_progs) bpf_program__set_autoload(p, timer);
   for (auto* p : raw_progs) bpf_program__set_autoload(p, !timer);
+  bpf_program__set_autoload(skel->progs.jb_sample, stacks);
 
   // Wait hooks: only the syscalls this arch has and this kernel traces.
   bpf_program* prog;
@@ -109,7 +110,16 @@ bool Detector::load(const DetectorConfig& cfg, WatchdogMode mode, std::string* e
   ro->filter_comm = !cfg.comm.empty();
   strncpy(const_cast<char*>(ro->target_comm), cfg.comm.c_str(), JB_COMM_LEN - 1);
   ro->self_tgid = static_cast<uint32_t>(cfg.self_tgid);
-  select_programs(skel_.get(), mode);
+  ro->early_ns = cfg.early_ns;
+  ro->sample_period_ns = cfg.sample_period_ns;
+  ro->sample_window_ns = cfg.sample_window_ns;
+  // Off-CPU captures run in the tp_btf sched_switch (they need the task's
+  // pt_regs), so the scan watchdog's raw_tp programs go without them.
+  offcpu_ = cfg.offcpu && cfg.early_ns && mode == WatchdogMode::Timer;
+  ro->offcpu_enabled = offcpu_;
+  ro->trace_ns = cfg.trace_ns;
+  stacks_ = cfg.early_ns != 0;
+  select_programs(skel_.get(), mode, stacks_);
 
   if (int err = jank_bpf__load(skel_.get())) {
     std::string why = g_libbpf_last;
@@ -204,6 +214,8 @@ KernelStats Detector::kernel_stats() const {
   s.ringbuf_drops = sum(JB_STAT_RB_DROPS);
   s.threads_map_full = sum(JB_STAT_THREADS_FULL);
   s.timer_failures = sum(JB_STAT_TIMER_FAIL);
+  s.samples = sum(JB_STAT_SAMPLES);
+  s.offcpu = sum(JB_STAT_OFFCPU);
   return s;
 }
 
@@ -219,6 +231,14 @@ std::vector<ProgramStats> Detector::program_stats() const {
     out.push_back({bpf_program__name(prog), info.run_time_ns, info.run_cnt});
   }
   return out;
+}
+
+int Detector::sample_prog_fd() const {
+  return stacks_ ? bpf_program__fd(skel_->progs.jb_sample) : -1;
+}
+
+int64_t Detector::long_tasks() const {
+  return __atomic_load_n(&skel_->bss->long_tasks, __ATOMIC_RELAXED);
 }
 
 const char* Detector::watchdog_name() const {

@@ -30,6 +30,13 @@ struct DetectorConfig {
   std::string comm;          // watch only processes with this name
   pid_t self_tgid = 0;
   WatchdogMode watchdog = WatchdogMode::Auto;
+  // Stacks: sampled from early_ns into a task (0: none), one per
+  // sample_period_ns, until sample_window_ns into it.
+  uint64_t early_ns = 0;
+  uint64_t sample_period_ns = 10'000'000;
+  uint64_t sample_window_ns = 0;
+  bool offcpu = false;  // off-CPU captures (timer watchdog only: needs tp_btf)
+  uint64_t trace_ns = 0;  // trace bound (0: no JB_EV_TRACE records)
 };
 
 // Counters kept in the kernel, summed over CPUs.
@@ -38,6 +45,8 @@ struct KernelStats {
   uint64_t ringbuf_drops = 0;
   uint64_t threads_map_full = 0;
   uint64_t timer_failures = 0;
+  uint64_t samples = 0;
+  uint64_t offcpu = 0;
 };
 
 // bpf_stats of one program (zero unless kernel.bpf_stats_enabled is set).
@@ -68,6 +77,11 @@ class Detector {
   KernelStats kernel_stats() const;
   std::vector<ProgramStats> program_stats() const;
   const char* watchdog_name() const;
+  // The perf_event program that filters on-CPU samples (-1 without stacks).
+  int sample_prog_fd() const;
+  // Watched threads now inside a task past early_ns (from the mmapped .bss).
+  int64_t long_tasks() const;
+  bool offcpu_enabled() const { return offcpu_; }
   int programs_attached() const { return attached_; }
 
  private:
@@ -87,6 +101,7 @@ class Detector {
   RecordHandler handler_;
   WatchdogMode mode_ = WatchdogMode::Auto;
   int attached_ = 0;
+  bool stacks_ = false, offcpu_ = false;
 };
 
 }  // namespace jankbpf

@@ -52,10 +52,44 @@ ParseOutcome parse_options(int argc, char** argv) {
   app.add_option("--threads", threads, "main: the main thread of each process (default); all: every thread that waits in an event loop")
       ->check(CLI::IsMember({"main", "all"}))
       ->type_name("main|all");
-  app.add_option("--ignore-startup-time", o.ignore_startup_s,
-                 "No checks in a process's first S seconds (default 10, minimum 3)")
-      ->check(CLI::Range(3u, 86400u))
-      ->type_name("S");
+  // The seed's keys: validated by one ConfigBuilder, file and flags alike.
+  std::string config_path;
+  app.add_option("--config", config_path,
+                 "MAIN_THREAD_JANK configuration: a JSON object of the seed's keys with string "
+                 "values, e.g. {\"log_type\":\"1\",\"sample_interval\":\"100\"}; flags override it")
+      ->type_name("FILE");
+  struct SeedFlag {
+    const char* flag;
+    const char* key;
+    const char* help;
+    const char* type;
+  };
+  static const SeedFlag seed_flags[] = {
+      {"--log-type", "log_type", "0: stacks below the trace bound, trace past it (default); 1: stacks only; 2: trace only", "0|1|2"},
+      {"--sample-interval", "sample_interval", "Seed sampling interval, 50..500 (default 150)", "MS"},
+      {"--ignore-startup-time", "ignore_startup_time", "No checks in a process's first S seconds (default 10, minimum 3)", "S"},
+      {"--sample-count", "sample_count", "Samples per report window, 1..2500/sample_interval-4 (default 10)", "N"},
+      {"--report-times-per-app", "report_times_per_app", "Stack reports per process per day (per hour with --dev), 1..3 (default 1)", "N"},
+  };
+  std::vector<std::string> seed_values(std::size(seed_flags));
+  std::vector<CLI::Option*> seed_opts;
+  for (size_t i = 0; i < std::size(seed_flags); i++)
+    seed_opts.push_back(app.add_option(seed_flags[i].flag, seed_values[i], seed_flags[i].help)
+                            ->type_name(seed_flags[i].type));
+  app.add_flag("--dev", o.dev, "Developer mode: stack quotas count per hour instead of per day");
+  app.add_option("--log-dir", o.log_dir, "Where stack and trace logs go (default /var/log/jankbpf)")
+      ->type_name("DIR");
+  app.add_option("--log-cap", o.log_cap, "Total size of the log directory's files, e.g. 10MB (default 10MB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->type_name("SIZE");
+  app.add_option("--stack-size", o.stack_bytes,
+                 "Bytes of user stack copied per on-CPU sample, 4096..65528 (default 16384)")
+      ->check(CLI::Range(4096u, 65528u))
+      ->type_name("BYTES");
+  app.add_option("--sample-period", o.sample_period_ms,
+                 "One stack per this many ms of a long task, 1..1000 (default 10)")
+      ->check(CLI::Range(1u, 1000u))
+      ->type_name("MS");
   double duration = 0;
   auto* dur = app.add_option("-d,--duration", duration, "Stop after S seconds")
                   ->check(CLI::Range(0.001, 31536000.0))
@@ -110,6 +144,26 @@ ParseOutcome parse_options(int argc, char** argv) {
     return out;
   }
   if (*dur) o.duration_s = duration;
+  try {
+    ConfigBuilder cb;
+    if (!config_path.empty()) cb.load_file(config_path);
+    for (size_t i = 0; i < std::size(seed_flags); i++) {
+      if (!*seed_opts[i]) continue;
+      try {
+        cb.apply(seed_flags[i].key, seed_values[i]);
+      } catch (const ConfigError& e) {
+        // Name the flag the user typed, then the seed's own message.
+        throw ConfigError(std::string(seed_flags[i].flag) + ": " + e.what());
+      }
+    }
+    o.jank = cb.build();
+  } catch (const ConfigError& e) {
+    out.exit_code = kExitUsage;
+    out.message_is_error = true;
+    out.message = e.what();
+    return out;
+  }
+  if (o.stack_bytes % 8) o.stack_bytes -= o.stack_bytes % 8;  // perf wants a multiple of 8
   o.threads = threads == "all" ? ThreadScope::All : ThreadScope::Main;
   o.watchdog = watchdog == "timer" ? WatchdogMode::Timer
                : watchdog == "scan" ? WatchdogMode::Scan

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "config/jank_config.h"
+
 namespace jankbpf {
 
 enum class ThreadScope { Main, All };
@@ -23,7 +25,15 @@ struct Options {
   uint32_t threshold_ms = 150;
   uint32_t trace_threshold_ms = 450;
   uint32_t hang_ms = 3000;
-  uint32_t ignore_startup_s = 10;
+  // The seed's MAIN_THREAD_JANK configuration (log_type, sample_interval,
+  // ignore_startup_time, sample_count, report_times_per_app): defaults,
+  // then --config FILE, then the flags.
+  JankConfig jank;
+  bool dev = false;                 // quotas per hour instead of per day
+  std::string log_dir = "/var/log/jankbpf";
+  uint64_t log_cap = 10ull << 20;   // bytes
+  uint32_t stack_bytes = 16384;     // user stack copied per on-CPU sample
+  uint32_t sample_period_ms = 10;   // one stack per this, per long task
   ThreadScope threads = ThreadScope::Main;
   std::optional<double> duration_s;
   std::string output_path;  // empty: stdout

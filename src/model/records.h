@@ -29,6 +29,32 @@ struct ProcessIdentity {
   std::string cgroup;          // cgroup v2 path
 };
 
+// One frame of the heaviest stack, Firefox-style: a module index into
+// `modules` and an offset, plus the names where they could be found.
+struct StackFrame {
+  int module_index = -1;  // -1: not in a known module
+  uint64_t offset = 0;    // in the module (ELF vaddr), or the pc when no module
+  std::string symbol;
+  std::string file;
+  uint32_t line = 0;
+  bool kernel = false, jit = false, inlined = false;
+};
+
+struct WakerInfo {
+  pid_t pid = 0, tid = 0;
+  std::string comm;
+  std::vector<std::string> kernel_stack;  // symbolized, leaf first
+};
+
+// Where the thread was while it was off the CPU in the task.
+struct OffCpuInfo {
+  std::string state;                      // "sleeping" / "blocked_io"
+  double duration_ms = 0;                 // switch-out to wakeup (0: not woken yet)
+  std::vector<std::string> kernel_stack;  // symbolized, leaf first
+  bool has_waker = false;
+  WakerInfo waker;
+};
+
 // A task that reached the threshold: "jank" when it ended, "hang" while it
 // is still stuck after the hang threshold.
 struct TaskRecord {
@@ -48,10 +74,18 @@ struct TaskRecord {
   int64_t app_start_jiffies_time = 0;
   bool seen_running = false;  // the crossing was detected while it ran
   bool unrecovered = false;   // ended by the thread's exit, not by a wait
-  // Filled by the stack and trace capabilities; present and empty until then.
+  // Logs: stack tree file, trace. Paths of the files written for this task.
   std::vector<std::string> external_log;
   bool log_over_limit = false;
-  std::string heaviest_stack;
+  std::string log_error;   // why a log could not be written (I/O), "" if fine
+  std::string suppressed;  // why no new log: stack_quota, trace_quota, duplicate_stack
+  std::string trace_note;  // e.g. saved as text because trace-cmd is missing
+  // Stacks.
+  std::string heaviest_stack;  // most-sampled path, leaf first
+  uint32_t samples = 0;        // stacks in the tree (on- and off-CPU)
+  std::vector<StackFrame> stack;  // the heaviest path, structured, leaf first
+  std::vector<std::pair<std::string, std::string>> modules;  // [path, build_id]
+  std::vector<OffCpuInfo> off_cpu;
 };
 
 struct ExitRecord {
@@ -80,6 +114,13 @@ struct SummaryRecord {
   uint64_t timer_failures = 0;
   std::string watchdog;
   std::vector<ProgramCost> bpf;  // per-program cost (with kernel.bpf_stats_enabled)
+  uint64_t samples = 0;          // stacks let through by the kernel (on-CPU)
+  uint64_t offcpu_captures = 0;
+  uint64_t samples_lost = 0;     // perf ring overflows
+  uint64_t samples_dropped = 0;  // dropped by jankbpf (queue over its bound)
+  uint64_t stack_logs = 0;       // stack files written
+  uint64_t traces = 0;           // trace files written
+  uint64_t suppressed = 0;       // janks reported without new logs (quotas)
   double cpu_user_s = 0;
   double cpu_sys_s = 0;
   long max_rss_kb = 0;

@@ -59,7 +59,35 @@ std::string to_json_line(const TaskRecord& r) {
   }
   j["external_log"] = r.external_log;
   j["log_over_limit"] = r.log_over_limit;
+  if (!r.log_error.empty()) j["log_error"] = r.log_error;
+  if (!r.suppressed.empty()) j["suppressed"] = r.suppressed;
+  if (!r.trace_note.empty()) j["trace_note"] = r.trace_note;
   j["heaviest_stack"] = r.heaviest_stack;
+  j["samples"] = r.samples;
+  Json stack = Json::array();
+  for (const auto& f : r.stack) {
+    char hex[32];
+    snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(f.offset));
+    Json jf{{"module_index", f.module_index}, {"offset", hex}, {"symbol", f.symbol}};
+    if (!f.file.empty()) jf["file"] = f.file + ":" + std::to_string(f.line);
+    if (f.kernel) jf["kernel"] = true;
+    if (f.jit) jf["jit"] = true;
+    if (f.inlined) jf["inlined"] = true;
+    stack.push_back(std::move(jf));
+  }
+  j["stack"] = stack;
+  Json modules = Json::array();
+  for (const auto& [path, id] : r.modules) modules.push_back(Json::array({path, id}));
+  j["modules"] = modules;
+  Json off = Json::array();
+  for (const auto& o : r.off_cpu) {
+    Json jo{{"state", o.state}, {"duration_ms", ms3(o.duration_ms)}, {"kernel_stack", o.kernel_stack}};
+    if (o.has_waker)
+      jo["waker"] = Json{{"pid", o.waker.pid}, {"tid", o.waker.tid}, {"comm", o.waker.comm},
+                         {"kernel_stack", o.waker.kernel_stack}};
+    off.push_back(std::move(jo));
+  }
+  j["off_cpu"] = off;
   return line(j);
 }
 
@@ -91,6 +119,13 @@ std::string to_json_line(const SummaryRecord& r) {
   for (const auto& p : r.bpf)
     bpf.push_back(Json{{"name", p.name}, {"run_cnt", p.run_cnt}, {"run_time_ns", p.run_time_ns}});
   j["bpf"] = bpf;
+  j["samples"] = r.samples;
+  j["offcpu_captures"] = r.offcpu_captures;
+  j["samples_lost"] = r.samples_lost;
+  j["samples_dropped"] = r.samples_dropped;
+  j["stack_logs"] = r.stack_logs;
+  j["traces"] = r.traces;
+  j["suppressed"] = r.suppressed;
   j["cpu_user_s"] = std::round(r.cpu_user_s * 1000.0) / 1000.0;
   j["cpu_sys_s"] = std::round(r.cpu_sys_s * 1000.0) / 1000.0;
   j["max_rss_kb"] = r.max_rss_kb;

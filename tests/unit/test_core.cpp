@@ -36,7 +36,7 @@ TEST_CASE("defaults follow the seed", "[cli]") {
   CHECK(r.options->threshold_ms == 150);
   CHECK(r.options->trace_threshold_ms == 450);
   CHECK(r.options->hang_ms == 3000);
-  CHECK(r.options->ignore_startup_s == 10);
+  CHECK(r.options->jank.ignore_startup_time_s == 10);
   CHECK(r.options->threads == ThreadScope::Main);
   CHECK(r.options->system_wide());
 }
@@ -48,7 +48,7 @@ TEST_CASE("targets and values parse", "[cli]") {
   CHECK(r.options->pids == std::vector<pid_t>{1, 2});
   CHECK(r.options->threshold_ms == 100);
   CHECK(r.options->threads == ThreadScope::All);
-  CHECK(r.options->ignore_startup_s == 3);
+  CHECK(r.options->jank.ignore_startup_time_s == 3);
   CHECK(*r.options->duration_s == Approx(1.5));
   CHECK(r.options->verbosity == 2);
   CHECK_FALSE(r.options->system_wide());

@@ -1,0 +1,339 @@
+#include "app/reporter.h"
+
+#include <cstring>
+#include <unordered_map>
+
+#include "arch/regs.h"
+#include "logs/log_dir.h"
+#include "logs/quota.h"
+#include "stack/perf_sample.h"
+#include "stack/resolver.h"
+#include "stack/tree.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace jankbpf {
+namespace {
+
+// Bounds that keep memory finite when stacks arrive faster than they are
+// reported (a stuck thread sampled for minutes, thousands of threads).
+constexpr size_t kMaxQueuedSamples = 4096;
+constexpr size_t kMaxStacksPerThread = 2048;
+constexpr uint64_t kMaxStackAgeNs = 120'000'000'000ULL;
+
+std::string kernel_symbol(const stack::Kallsyms& ks, uint64_t addr) {
+  auto hit = ks.lookup(addr);
+  char buf[64];
+  if (!hit) {
+    snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(addr));
+    return buf;
+  }
+  std::string s(hit->name);
+  snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(hit->offset));
+  s += buf;
+  if (!hit->module.empty()) s += " [" + std::string(hit->module) + "]";
+  return s;
+}
+
+std::vector<std::string> kernel_stack(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n && pcs[i]; i++) out.push_back(kernel_symbol(ks, pcs[i]));
+  return out;
+}
+
+// bpf_get_stack from a tracepoint starts inside the BPF program and the
+// tracepoint machinery; the stack worth reading starts after them.
+size_t tracing_frames(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n) {
+  size_t skip = 0;
+  for (size_t i = 0; i < n && i < 8; i++) {
+    auto hit = ks.lookup(pcs[i]);
+    if (!hit) continue;
+    std::string_view name = hit->name;
+    if (name.starts_with("bpf_") || name.starts_with("__traceiter_") || hit->module == "bpf" ||
+        name.starts_with("__bpf_trace_"))
+      skip = i + 1;
+  }
+  return skip;
+}
+
+const char* state_name(uint32_t st) { return st == JB_ST_BLOCKED ? "blocked_io" : "sleeping"; }
+
+}  // namespace
+
+void PendingTrace::finish() {
+  std::lock_guard lk(mu);
+  done = true;
+  cv.notify_all();
+}
+
+struct Reporter::Impl {
+  stack::Resolver resolver;
+  struct Stored {
+    uint64_t time_ns;
+    pid_t pid;
+    stack::ResolvedStack stack;
+  };
+  std::unordered_map<pid_t, std::deque<Stored>> stacks;  // by tid
+  struct OffCpu {
+    pid_t pid;
+    uint64_t seq, time_ns, woken_ns = 0;
+    uint32_t state;
+    std::vector<std::string> kstack;
+    bool has_waker = false;
+    WakerInfo waker;
+  };
+  std::unordered_map<pid_t, std::vector<OffCpu>> offcpu;  // by tid
+
+  void store(pid_t tid, uint64_t time_ns, stack::ResolvedStack&& s) {
+    auto& q = stacks[tid];
+    while (!q.empty() && (q.size() >= kMaxStacksPerThread || time_ns - q.front().time_ns > kMaxStackAgeNs))
+      q.pop_front();
+    pid_t pid = s.pid;
+    q.push_back({time_ns, pid, std::move(s)});
+  }
+};
+
+Reporter::Reporter(ReporterConfig cfg, Output& out)
+    : impl_(std::make_unique<Impl>()), cfg_(std::move(cfg)), out_(out) {
+  LogDirOptions lo;
+  lo.path = cfg_.log_dir;
+  lo.cap_bytes = cfg_.log_cap;
+  logs_ = std::make_unique<LogDir>(lo);
+  QuotaPolicy qp;
+  qp.stack_reports = cfg_.jank.report_times_per_app;
+  qp.dev = cfg_.dev;
+  quota_ = std::make_unique<ReportQuota>(qp);
+  worker_ = std::thread([this] { run(); });
+}
+
+Reporter::~Reporter() { finish(); }
+
+void Reporter::finish() {
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_ && !worker_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+ReporterStats Reporter::stats() {
+  std::lock_guard lk(mu_);
+  return stats_;
+}
+
+void Reporter::push(Job job, bool droppable) {
+  {
+    std::lock_guard lk(mu_);
+    if (droppable && queue_.size() >= kMaxQueuedSamples) {
+      stats_.dropped++;
+      return;
+    }
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void Reporter::add_perf_sample(std::vector<uint8_t>&& record) { push(SampleJob{std::move(record)}, true); }
+
+void Reporter::add_offcpu(const jb_offcpu_event& e) {
+  auto copy = std::make_unique<jb_offcpu_event>();
+  memcpy(copy.get(), &e, sizeof e);
+  push(OffCpuJob{std::move(copy)}, true);
+}
+
+void Reporter::add_waker(const jb_waker_event& e) { push(WakerJob{e}, true); }
+void Reporter::report(TaskRecord rec, TaskContext ctx) { push(TaskJob{std::move(rec), std::move(ctx)}, false); }
+void Reporter::emit(ExitRecord rec) { push(ExitJob{std::move(rec)}, false); }
+void Reporter::forget(pid_t pid) { push(ForgetJob{pid}, false); }
+
+void Reporter::run() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything written
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::visit(
+        [&](auto& j) {
+          using T = std::decay_t<decltype(j)>;
+          if constexpr (std::is_same_v<T, ExitJob>) {
+            out_.emit(j.rec);
+          } else if constexpr (std::is_same_v<T, ForgetJob>) {
+            impl_->resolver.forget(j.pid);
+            std::erase_if(impl_->stacks, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
+            std::erase_if(impl_->offcpu, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
+            std::lock_guard lk(quota_mu_);
+            quota_->forget(j.pid);
+          } else {
+            handle(j);
+          }
+        },
+        job);
+  }
+}
+
+void Reporter::handle(SampleJob& j) {
+  stack::PerfSampleView v;
+  if (!stack::parse_perf_sample(j.record, cfg_.perf_sample_type, cfg_.regs_mask, v)) return;
+  stack::SampleInput in = stack::to_sample_input(v, cfg_.regs_mask);
+  auto resolved = impl_->resolver.resolve(in);
+  impl_->store(static_cast<pid_t>(v.tid), v.time, std::move(resolved));
+}
+
+void Reporter::handle(OffCpuJob& j) {
+  const jb_offcpu_event& e = *j.event;
+  stack::SampleInput in;
+  in.pid = static_cast<pid_t>(e.hdr.pid);
+  in.tid = static_cast<pid_t>(e.hdr.tid);
+  in.regs_mask = cfg_.regs_mask;
+  size_t nregs = std::min<size_t>(e.nr_regs, JB_MAX_USER_REGS);
+  in.regs_abi = nregs ? static_cast<uint64_t>(RegsAbi::Abi64) : static_cast<uint64_t>(RegsAbi::None);
+  in.regs = std::span<const uint64_t>(reinterpret_cast<const uint64_t*>(e.regs), nregs);
+  size_t ubytes = std::min<size_t>(e.ustack_bytes, sizeof e.ustack);
+  in.stack = std::span<const uint8_t>(e.ustack, ubytes);
+  in.stack_dyn_size = ubytes;
+  size_t kframes = std::min<size_t>(e.kstack_bytes / 8, JB_KSTACK_DEPTH);
+  const auto* kpcs = reinterpret_cast<const uint64_t*>(e.kstack);
+  size_t skip = tracing_frames(impl_->resolver.kallsyms(), kpcs, kframes);
+  kpcs += skip;
+  kframes -= skip;
+  in.kernel_callchain = std::span<const uint64_t>(kpcs, kframes);
+  in.wait_state = e.state == JB_ST_BLOCKED ? 'D' : 'S';
+  auto resolved = impl_->resolver.resolve(in);
+  impl_->store(in.tid, e.hdr.time_ns, std::move(resolved));
+
+  Impl::OffCpu off;
+  off.pid = in.pid;
+  off.seq = e.seq;
+  off.time_ns = e.hdr.time_ns;
+  off.state = e.state;
+  off.kstack = kernel_stack(impl_->resolver.kallsyms(), kpcs, kframes);
+  auto& list = impl_->offcpu[in.tid];
+  if (list.size() >= 64) list.erase(list.begin());
+  list.push_back(std::move(off));
+}
+
+void Reporter::handle(WakerJob& j) {
+  const jb_waker_event& e = j.event;
+  auto it = impl_->offcpu.find(static_cast<pid_t>(e.hdr.tid));
+  if (it == impl_->offcpu.end() || it->second.empty()) return;
+  auto& off = it->second.back();
+  if (off.seq != e.seq || off.has_waker) return;
+  off.has_waker = true;
+  off.woken_ns = e.hdr.time_ns;
+  off.waker.pid = static_cast<pid_t>(e.waker_pid);
+  off.waker.tid = static_cast<pid_t>(e.waker_tid);
+  off.waker.comm = std::string(e.waker_comm, strnlen(e.waker_comm, sizeof e.waker_comm));
+  const auto* kpcs = reinterpret_cast<const uint64_t*>(e.kstack);
+  size_t n = std::min<size_t>(e.kstack_bytes / 8, JB_WAKER_DEPTH);
+  size_t skip = tracing_frames(impl_->resolver.kallsyms(), kpcs, n);
+  off.waker.kernel_stack = kernel_stack(impl_->resolver.kallsyms(), kpcs + skip, n - skip);
+}
+
+void Reporter::handle(TaskJob& j) {
+  TaskRecord& rec = j.rec;
+  const TaskContext& ctx = j.ctx;
+  const bool hang = rec.kind == TaskRecord::Kind::Hang;
+
+  // 1. The stacks this thread collected during the task.
+  stack::StackTree tree;
+  stack::ModuleTable modules;
+  auto it = impl_->stacks.find(rec.tid);
+  if (it != impl_->stacks.end()) {
+    auto& q = it->second;
+    for (const auto& s : q)
+      if (s.time_ns >= ctx.begin_ns && s.time_ns <= ctx.end_ns) tree.add(s.stack);
+    // A finished task's stacks (and those of shorter tasks before it) are
+    // no longer needed; a hang keeps them for the task's final report.
+    if (!hang)
+      while (!q.empty() && q.front().time_ns <= ctx.end_ns) q.pop_front();
+  }
+  rec.samples = static_cast<uint32_t>(tree.samples());
+  if (tree.samples()) {
+    rec.heaviest_stack = tree.heaviest_stack();
+    for (const auto& line : tree.heaviest_path()) {
+      if (!line.frame) continue;
+      const auto& f = *line.frame;
+      StackFrame sf;
+      sf.module_index = modules.index(f);
+      sf.offset = f.has_module() ? f.module_offset : f.pc;
+      sf.symbol = f.symbol;
+      sf.file = f.file;
+      sf.line = f.line;
+      sf.kernel = f.kernel();
+      sf.jit = f.jit();
+      sf.inlined = f.inlined();
+      rec.stack.push_back(std::move(sf));
+    }
+    rec.modules = modules.modules();
+  }
+
+  // 2. Where it was off the CPU, and who woke it.
+  auto ot = impl_->offcpu.find(rec.tid);
+  if (ot != impl_->offcpu.end()) {
+    for (const auto& o : ot->second) {
+      if (o.seq != ctx.seq) continue;
+      OffCpuInfo info;
+      info.state = state_name(o.state);
+      info.kernel_stack = o.kstack;
+      if (o.woken_ns > o.time_ns) info.duration_ms = static_cast<double>(o.woken_ns - o.time_ns) / 1e6;
+      info.has_waker = o.has_waker;
+      info.waker = o.waker;
+      rec.off_cpu.push_back(std::move(info));
+    }
+    if (!hang) std::erase_if(ot->second, [&](const auto& o) { return o.seq <= ctx.seq; });
+  }
+
+  // 3. The stack log: for finished tasks, within the quota.
+  if (!hang && tree.samples() && cfg_.jank.stacks_enabled()) {
+    ProcessKey key{rec.proc.pid, ctx.proc_start_ns};
+    Suppressed why;
+    {
+      std::lock_guard lk(quota_mu_);
+      why = quota_->take_stack(key, rec.heaviest_stack, monotonic_ns() / 1'000'000);
+    }
+    if (why != Suppressed::None) {
+      rec.suppressed = std::string(suppressed_name(why));
+    } else {
+      std::string text = "# jankbpf stack log: pid " + std::to_string(rec.proc.pid) + " tid " +
+                         std::to_string(rec.tid) + " (" + rec.proc.bundle_name + ") task of " +
+                         std::to_string(rec.duration_ms) + " ms, " + std::to_string(tree.samples()) +
+                         " samples\n" + tree.render();
+      LogWrite w;
+      {
+        std::lock_guard lk(logs_mu_);
+        w = logs_->write(LogKind::Stack, rec.proc.pid, text);
+      }
+      if (w.ok()) {
+        rec.external_log.push_back(w.path);
+        std::lock_guard lk(mu_);
+        stats_.stack_logs++;
+      }
+      rec.log_over_limit |= w.over_limit;
+      if (!w.error.empty()) rec.log_error = w.error;
+    }
+  }
+
+  // 4. The trace, when one is being captured for this task.
+  if (ctx.trace) {
+    std::unique_lock lk(ctx.trace->mu);
+    ctx.trace->cv.wait_for(lk, std::chrono::seconds(60), [&] { return ctx.trace->done; });
+    for (auto& p : ctx.trace->paths) rec.external_log.push_back(p);
+    rec.log_over_limit |= ctx.trace->over_limit;
+    if (!ctx.trace->error.empty()) rec.log_error = ctx.trace->error;
+    if (!ctx.trace->note.empty()) rec.trace_note = ctx.trace->note;
+    if (!ctx.trace->suppressed.empty() && rec.suppressed.empty()) rec.suppressed = ctx.trace->suppressed;
+  }
+  if (!hang && !rec.suppressed.empty()) {
+    std::lock_guard lk(mu_);
+    stats_.suppressed++;
+  }
+  out_.emit(rec);
+}
+
+}  // namespace jankbpf

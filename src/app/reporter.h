@@ -1,0 +1,129 @@
+// The second half of jankbpf's pipeline, on its own thread: stacks are
+// unwound and symbolized here as they arrive (never on the thread that
+// reads the ring buffer, so a slow ELF cannot make the kernel drop events),
+// kept per thread until the task they belong to is reported, turned into
+// the seed's stack tree and log file, and every record is written here in
+// the order it was handed over.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "config/jank_config.h"
+#include "jankbpf/events.h"
+#include "model/records.h"
+#include "output/output.h"
+
+namespace jankbpf {
+
+class LogDir;
+class ReportQuota;
+
+// A trace being captured for a task; the report of that task waits for it.
+struct PendingTrace {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::vector<std::string> paths;
+  bool over_limit = false;
+  std::string error, note, suppressed;
+  void finish();
+};
+
+struct ReporterConfig {
+  JankConfig jank;
+  uint64_t perf_sample_type = 0;
+  uint64_t regs_mask = 0;
+  std::string log_dir;
+  uint64_t log_cap = 10ull << 20;
+  bool dev = false;
+  uint32_t trace_threshold_ms = 450;
+};
+
+struct ReporterStats {
+  uint64_t dropped = 0;       // samples dropped: queue over its bound
+  uint64_t stack_logs = 0;
+  uint64_t traces = 0;
+  uint64_t suppressed = 0;
+};
+
+class Reporter {
+ public:
+  Reporter(ReporterConfig cfg, Output& out);
+  ~Reporter();  // finishes the queue
+  Reporter(const Reporter&) = delete;
+  Reporter& operator=(const Reporter&) = delete;
+
+  // Stacks, as they come.
+  void add_perf_sample(std::vector<uint8_t>&& record);
+  void add_offcpu(const jb_offcpu_event& e);
+  void add_waker(const jb_waker_event& e);
+
+  // Records, written in this order. A task record gets the stacks its
+  // thread collected in [begin, end] (a hang keeps them for the final jank),
+  // and, with `trace`, waits for the trace to be saved.
+  struct TaskContext {
+    uint64_t begin_ns = 0, end_ns = 0, seq = 0, proc_start_ns = 0;
+    std::shared_ptr<PendingTrace> trace;
+  };
+  void report(TaskRecord rec, TaskContext ctx);
+  void emit(ExitRecord rec);
+  void forget(pid_t pid);
+
+  // The sample_type the perf events were opened with (before any sample).
+  void set_perf_sample_type(uint64_t t) { cfg_.perf_sample_type = t; }
+
+  // Writes everything queued and stops the thread; then stats() is final.
+  void finish();
+  ReporterStats stats();
+  // The log directory: shared with the trace capture (main thread), so
+  // every use takes this lock.
+  LogDir& logs() { return *logs_; }
+  std::mutex& logs_mutex() { return logs_mu_; }
+  ReportQuota& quota() { return *quota_; }
+  std::mutex& quota_mutex() { return quota_mu_; }
+
+ private:
+  struct SampleJob { std::vector<uint8_t> record; };
+  struct OffCpuJob { std::unique_ptr<jb_offcpu_event> event; };
+  struct WakerJob { jb_waker_event event; };
+  struct TaskJob { TaskRecord rec; TaskContext ctx; };
+  struct ExitJob { ExitRecord rec; };
+  struct ForgetJob { pid_t pid; };
+  using Job = std::variant<SampleJob, OffCpuJob, WakerJob, TaskJob, ExitJob, ForgetJob>;
+
+  void push(Job job, bool droppable);
+  void run();
+  void handle(SampleJob& j);
+  void handle(OffCpuJob& j);
+  void handle(WakerJob& j);
+  void handle(TaskJob& j);
+
+  struct Impl;  // the resolver and the per-thread stores: worker-only state
+  std::unique_ptr<Impl> impl_;
+  ReporterConfig cfg_;
+  Output& out_;
+  std::unique_ptr<LogDir> logs_;
+  std::mutex logs_mu_;
+  std::unique_ptr<ReportQuota> quota_;
+  std::mutex quota_mu_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  bool stopping_ = false;
+  ReporterStats stats_;
+  std::thread worker_;
+};
+
+}  // namespace jankbpf

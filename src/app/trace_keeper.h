@@ -1,0 +1,68 @@
+// Trace capture for tasks past the trace bound, on the main loop's thread:
+// jankbpf's flight-recorder ftrace instance runs all along; when a task
+// passes the bound (and the process's trace quota allows), the capture is
+// saved 3 s after the trigger, as the seed times it, so the trace holds the
+// time before the crossing, the crossing, and what followed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "app/reporter.h"
+#include "util/fd.h"
+
+namespace jankbpf {
+
+class FtraceInstance;
+class TraceCapture;
+
+class TraceKeeper {
+ public:
+  explicit TraceKeeper(Reporter& reporter);
+  ~TraceKeeper();
+
+  // Creates the instance (removing stale ones). False with *error set;
+  // jankbpf then goes on without traces.
+  bool start(std::string* error);
+  bool active() const { return instance_ != nullptr; }
+
+  // A task passed the trace bound. Returns nothing; the task's report picks
+  // the result up with take().
+  void on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_start_ns);
+  // The pending trace of a task, if it had one (removes it).
+  std::shared_ptr<PendingTrace> take(pid_t tid, uint64_t seq);
+
+  // For the event loop: the save deadline and, while trace-cmd runs, its pidfd.
+  int deadline_fd() const { return deadline_.get(); }
+  int capture_fd() const;
+  void on_deadline();
+  void on_capture_done();
+  // Saves a capture still scheduled, so no report waits forever.
+  void shutdown();
+
+  uint64_t saved() const { return saved_; }
+
+ private:
+  void begin_capture();
+  void finish_capture(bool block);
+
+  Reporter& reporter_;
+  std::unique_ptr<FtraceInstance> instance_;
+  std::unique_ptr<TraceCapture> capture_;
+  Fd deadline_;
+  bool scheduled_ = false;
+  pid_t capture_pid_ = 0;
+  std::shared_ptr<PendingTrace> current_;  // the trace being saved
+  std::vector<std::shared_ptr<PendingTrace>> shared_;  // later triggers sharing it
+  std::map<std::pair<pid_t, uint64_t>, std::shared_ptr<PendingTrace>> by_task_;
+  uint64_t saved_ = 0;
+};
+
+}  // namespace jankbpf

@@ -1,0 +1,122 @@
+#include "sampling/perf_sampler.h"
+
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace jankbpf {
+
+bool PerfSampler::open(const PerfSamplerConfig& cfg, std::string* error) {
+  page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  sample_type_ = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN |
+                 PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  perf_event_attr attr{};
+  attr.size = sizeof attr;
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_CPU_CLOCK;
+  attr.sample_period = cfg.period_ns;
+  attr.sample_type = sample_type_;
+  attr.sample_regs_user = cfg.regs_mask;
+  attr.sample_stack_user = cfg.stack_bytes;
+  attr.exclude_callchain_user = 1;  // user stacks are unwound from the copy
+  attr.disabled = 1;
+  attr.wakeup_events = 1;  // samples are few (long tasks only): deliver each at once
+  attr.use_clockid = 1;
+  attr.clockid = CLOCK_MONOTONIC;  // same clock as the BPF events
+
+  long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+  for (long cpu = 0; cpu < ncpu; cpu++) {
+    int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0) {
+      if (errno == ENODEV) continue;  // offline CPU
+      *error = std::string("perf_event_open(cpu-clock, cpu ") + std::to_string(cpu) +
+               "): " + strerror(errno);
+      return false;
+    }
+    Cpu c;
+    c.fd.reset(fd);
+    c.ring_size = cfg.ring_pages * page_;
+    c.ring = mmap(nullptr, c.ring_size + page_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (c.ring == MAP_FAILED) {
+      *error = std::string("mmap of the perf ring: ") + strerror(errno);
+      return false;
+    }
+    if (ioctl(fd, PERF_EVENT_IOC_SET_BPF, cfg.bpf_prog_fd)) {
+      munmap(c.ring, c.ring_size + page_);
+      *error = std::string("attaching the sample filter: ") + strerror(errno);
+      return false;
+    }
+    cpus_.push_back(std::move(c));
+  }
+  if (cpus_.empty()) {
+    *error = "no CPU to sample on";
+    return false;
+  }
+  return true;
+}
+
+PerfSampler::~PerfSampler() {
+  for (auto& c : cpus_)
+    if (c.ring) munmap(c.ring, c.ring_size + page_);
+}
+
+void PerfSampler::enable() {
+  if (enabled_) return;
+  for (auto& c : cpus_) ioctl(c.fd.get(), PERF_EVENT_IOC_ENABLE, 0);
+  enabled_ = true;
+}
+
+void PerfSampler::disable() {
+  if (!enabled_) return;
+  for (auto& c : cpus_) ioctl(c.fd.get(), PERF_EVENT_IOC_DISABLE, 0);
+  enabled_ = false;
+}
+
+std::vector<int> PerfSampler::fds() const {
+  std::vector<int> out;
+  for (auto& c : cpus_) out.push_back(c.fd.get());
+  return out;
+}
+
+void PerfSampler::drain(size_t i, const std::function<void(std::vector<uint8_t>&&)>& sink) {
+  Cpu& c = cpus_[i];
+  auto* meta = static_cast<perf_event_mmap_page*>(c.ring);
+  const auto* data = static_cast<const uint8_t*>(c.ring) + page_;
+  uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+  uint64_t tail = meta->data_tail;
+  while (tail < head) {
+    // Records may wrap around the end of the data area: copy byte-wise
+    // through the ring, after checking the header's size is sane.
+    perf_event_header hdr;
+    for (size_t k = 0; k < sizeof hdr; k++)
+      reinterpret_cast<uint8_t*>(&hdr)[k] = data[(tail + k) % c.ring_size];
+    if (hdr.size < sizeof hdr || hdr.size > head - tail) break;  // torn: resync next time
+    if (hdr.type == PERF_RECORD_SAMPLE) {
+      std::vector<uint8_t> rec(hdr.size);
+      size_t off = tail % c.ring_size;
+      size_t first = std::min<size_t>(hdr.size, c.ring_size - off);
+      memcpy(rec.data(), data + off, first);
+      memcpy(rec.data() + first, data, hdr.size - first);
+      sink(std::move(rec));
+    } else if (hdr.type == PERF_RECORD_LOST) {
+      uint64_t lost[2];  // id, count
+      for (size_t k = 0; k < sizeof lost; k++)
+        reinterpret_cast<uint8_t*>(lost)[k] = data[(tail + sizeof hdr + k) % c.ring_size];
+      lost_ += lost[1];
+    }
+    tail += hdr.size;
+  }
+  __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+void PerfSampler::drain_all(const std::function<void(std::vector<uint8_t>&&)>& sink) {
+  for (size_t i = 0; i < cpus_.size(); i++) drain(i, sink);
+}
+
+}  // namespace jankbpf
