@@ -3,11 +3,15 @@
 # ARM aarch64 ELF executable (with an arm64 BPF object next to it), and runs
 # `--version` under qemu-user against the arm64 libraries of this machine.
 #
-#   scripts/check-arm64.sh [--no-build] [BINARY]
+#   scripts/check-arm64.sh [--no-build] [--unit] [BINARY]
 #
 # By default it first runs `make ARCH=arm64` (incremental) so the check is of
 # the current sources; --no-build checks BINARY (default build/arm64/jankbpf)
-# as it is. Exit 0 and one "check-arm64: ok ..." line on success; exit 1 with
+# as it is. --unit also builds the arm64 unit-test binary and runs, under
+# qemu, the tests of pure userspace logic (tags in $UNIT_TAGS), where the
+# arm64 tables are the host's; tests that need a live kernel, perf or
+# tracefs are not meaningful under qemu-user and are left out.
+# Exit 0 and one "check-arm64: ok ..." line on success; exit 1 with
 # "check-arm64: FAIL: <reason>" otherwise. It never skips: a machine without
 # the cross toolchain or qemu fails, naming `make deps ARCH=arm64` (root).
 set -uo pipefail
@@ -16,11 +20,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 
 build=1
+unit=0
 bin=build/arm64/jankbpf
+UNIT_TAGS=${UNIT_TAGS:-[arch],[cli],[config],[output],[record],[quota],[elf],[proc]}
 for a in "$@"; do
   case $a in
     --no-build) build=0 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --unit) unit=1 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     -*) echo "check-arm64: FAIL: unknown option $a" >&2; exit 1 ;;
     *) bin=$a ;;
   esac
@@ -64,4 +71,24 @@ rc=$?
 first=${out%%$'\n'*}
 [[ $first =~ ^jankbpf\ [^[:space:]]+ ]] || fail "--version printed '$out', expected 'jankbpf <version>'"
 
-echo "check-arm64: ok: $bin is ARM aarch64, runs under qemu: $first"
+msg="$bin is ARM aarch64, runs under qemu: $first"
+
+if (( unit )); then
+  ubin=$(dirname "$bin")/jankbpf-unit
+  if (( build )); then
+    if ! make --no-print-directory ARCH=arm64 unit-bin > "$log" 2>&1; then
+      tail -n 40 "$log" >&2
+      fail "make ARCH=arm64 unit-bin failed (last lines above)"
+    fi
+  fi
+  [[ -f $ubin ]] || fail "$ubin does not exist (make ARCH=arm64 unit-bin)"
+  uout=$(timeout 300 "$qemu" -L "$sysroot" "$ubin" "$UNIT_TAGS" 2>&1)
+  rc=$?
+  if (( rc != 0 )) || [[ $uout != *"All tests passed"* ]]; then
+    printf '%s\n' "$uout" | tail -n 40 >&2
+    fail "arm64 unit tests $UNIT_TAGS under qemu: exit $rc (output above)"
+  fi
+  msg+="; unit ${UNIT_TAGS}: ${uout##*All tests passed }"
+fi
+
+echo "check-arm64: ok: $msg"
