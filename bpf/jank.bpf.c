@@ -457,7 +457,7 @@ static __noinline void flush_stash(__u32 tid, struct jb_thread *t)
 	struct task_struct *task;
 	struct jb_offcpu_event *e;
 
-	if (!t->early || !t->in_task || t->stash_seq != t->seq || t->state < JB_ST_SLEEPING)
+	if (!t->early || !t->in_task || t->stash_seq != t->seq || t->state == JB_ST_RUNNING)
 		return;
 	if (!bpf_task_from_pid)
 		return;
@@ -724,7 +724,8 @@ int BPF_PROG(jb_switch_btf, bool preempt, struct task_struct *prev, struct task_
 	struct jb_thread *t;
 
 	t = on_switch(preempt, prev, next);
-	if (offcpu_enabled && !preempt && prev->__state != 0) {
+	/* Asleep, blocked or preempted: in every case no clock samples it now. */
+	if (offcpu_enabled) {
 		__u32 tid = prev->pid;
 		struct jb_thread *p = bpf_map_lookup_elem(&threads, &tid);
 		if (p && p->in_task) {

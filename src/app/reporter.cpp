@@ -56,7 +56,9 @@ size_t tracing_frames(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n) 
   return skip;
 }
 
-const char* state_name(uint32_t st) { return st == JB_ST_BLOCKED ? "blocked_io" : "sleeping"; }
+const char* state_name(uint32_t st) {
+  return st == JB_ST_BLOCKED ? "blocked_io" : st == JB_ST_RUNNABLE ? "runnable" : "sleeping";
+}
 
 }  // namespace
 
@@ -203,7 +205,7 @@ void Reporter::handle(OffCpuJob& j) {
   kpcs += skip;
   kframes -= skip;
   in.kernel_callchain = std::span<const uint64_t>(kpcs, kframes);
-  in.wait_state = e.state == JB_ST_BLOCKED ? 'D' : 'S';
+  in.wait_state = e.state == JB_ST_BLOCKED ? 'D' : e.state == JB_ST_RUNNABLE ? 'R' : 'S';
   auto resolved = impl_->resolver.resolve(in);
   impl_->store(in.tid, e.hdr.time_ns, std::move(resolved));
 

@@ -38,7 +38,7 @@ std::string_view to_string(UnwindStop s) {
 
 std::string_view wait_state_name(char state) {
   switch (state) {
-    case 'R': return "running";
+    case 'R': return "runnable";  // preempted: off the CPU, waiting for one
     case 'S': return "sleeping";
     case 'D': return "uninterruptible";
     case 'T': return "stopped";

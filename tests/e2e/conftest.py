@@ -30,16 +30,6 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def bpf_programs_before():
-    """Fails the session if jankbpf programs are loaded before the tests
-    start (a leak from elsewhere would make the leak checks meaningless)."""
-    from harness import jankbpf_programs
-    left = jankbpf_programs()
-    assert not left, f"jankbpf BPF programs already loaded before the tests: {left}"
-    yield
-
-
-@pytest.fixture(scope="session", autouse=True)
 def keep_cpu_share():
     """With scheduler autogroups every session gets an equal CPU share
     whatever the nice values inside it, so a busy neighbour session would

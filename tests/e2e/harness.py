@@ -12,11 +12,23 @@ JANKBPF = os.path.join(BUILD, "jankbpf")
 TARGET = os.path.join(BUILD, "tests", "jank_target")
 
 
+def _with_log_dir(args):
+    """Tests never write to the real /var/log/jankbpf: each run gets its own
+    log directory unless the test names one."""
+    args = list(args)
+    if "--log-dir" not in args:
+        import tempfile
+        d = tempfile.mkdtemp(prefix="jankbpf-e2e-")
+        cut = args.index("--") if "--" in args else len(args)
+        args[cut:cut] = ["--log-dir", d]
+    return args
+
+
 class Jankbpf:
     """A running jankbpf: its JSON records (parsed, in order) and stderr."""
 
     def __init__(self, *args, wait_attached=True, timeout=20):
-        self.args = [JANKBPF, *args]
+        self.args = [JANKBPF, *_with_log_dir(args)]
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         self.records = []
@@ -92,26 +104,51 @@ class Jankbpf:
 
 def run_jankbpf(*args, timeout=60):
     """Runs jankbpf to completion: (returncode, records, stderr)."""
-    p = subprocess.run([JANKBPF, *args], capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run([JANKBPF, *_with_log_dir(args)], capture_output=True, text=True,
+                       timeout=timeout)
     records = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
     return p.returncode, records, p.stderr
 
 
-def jankbpf_programs():
-    """Names of loaded BPF programs that look like jankbpf's (jb_*)."""
-    out = subprocess.run(["bpftool", "-j", "prog", "list"], capture_output=True,
-                         text=True, check=True).stdout
-    return sorted(p.get("name", "") for p in json.loads(out)
-                  if p.get("name", "").startswith("jb_"))
+def _bpftool(*args):
+    out = subprocess.run(["bpftool", "-j", *args], capture_output=True, text=True,
+                         check=True).stdout
+    return json.loads(out)
 
 
-def jankbpf_links():
-    out = subprocess.run(["bpftool", "-j", "link", "list"], capture_output=True,
-                         text=True, check=True).stdout
-    progs = {p["id"]: p.get("name", "") for p in json.loads(
-        subprocess.run(["bpftool", "-j", "prog", "list"], capture_output=True,
-                       text=True, check=True).stdout)}
-    return [l for l in json.loads(out) if progs.get(l.get("prog_id"), "").startswith("jb_")]
+def jankbpf_program_ids():
+    """Ids of loaded BPF programs named like jankbpf's (jb_*)."""
+    return {p["id"] for p in _bpftool("prog", "list") if p.get("name", "").startswith("jb_")}
+
+
+def held_bpf_ids(pid):
+    """(program ids, link ids) of the BPF objects process `pid` holds open,
+    from /proc/PID/fdinfo: exactly this jankbpf's, whatever else runs."""
+    progs, links = set(), set()
+    fdinfo = f"/proc/{pid}/fdinfo"
+    for fd in os.listdir(fdinfo):
+        try:
+            with open(os.path.join(fdinfo, fd)) as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    if key == "prog_id":
+                        progs.add(int(value))
+                    elif key == "link_id":
+                        links.add(int(value))
+        except OSError:
+            pass
+    return progs, links
+
+
+def loaded_ids():
+    """(program ids, link ids) loaded in the kernel now."""
+    return ({p["id"] for p in _bpftool("prog", "list")},
+            {l["id"] for l in _bpftool("link", "list")})
+
+
+def link_ids_of(prog_ids):
+    """Ids of BPF links whose program is one of prog_ids."""
+    return {l["id"] for l in _bpftool("link", "list") if l.get("prog_id") in prog_ids}
 
 
 def ms(ns):

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harness import Jankbpf, jankbpf_links, jankbpf_programs, run_jankbpf, JANKBPF
+from harness import Jankbpf, held_bpf_ids, loaded_ids, run_jankbpf, JANKBPF
 import target as target_mod
 from target import DOMINANT_STATE
 
@@ -88,7 +88,9 @@ def test_every_long_task_reported_once_with_true_length_and_state(tmp_path):
         assert len(j["bundle_version"]) == 40
         assert j["begin_time"] <= j["end_time"]
         assert j["seen_running"], "crossing not seen while the task ran"
-        assert j["external_log"] == [] and j["heaviest_stack"] == ""
+        assert j["samples"] > 0 and j["heaviest_stack"], "no stacks for a long task"
+        for path in j["external_log"]:
+            assert os.path.isfile(path)
     summary = jb.summary()
     assert summary["lost_events"] == 0
     # 3000 short tasks + the scripted ones + idle wakeups, all counted in the kernel.
@@ -255,15 +257,24 @@ def test_every_wait_syscall_bounds_tasks(loop):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_detaches_and_leaves_nothing_in_kernel(sig):
     jb = Jankbpf("--ignore-startup-time", IGNORE)
-    assert jankbpf_programs(), "no jb_* programs loaded while jankbpf runs"
-    assert jankbpf_links()
+    # This jankbpf's own programs and links (another jankbpf may run meanwhile).
+    progs, links = held_bpf_ids(jb.proc.pid)
+    assert len(progs) >= 10, "jankbpf's programs are not loaded while it runs"
+    assert links, "jankbpf holds no BPF links while it runs"
     rc = jb.stop(sig)
     assert rc == 0
     summary = jb.summary()
     assert summary["lost_events"] == 0
     assert "detached" in jb.stderr
-    assert jankbpf_programs() == []
-    assert jankbpf_links() == []
+    # The kernel frees programs after an RCU grace period: allow it a moment.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        loaded_progs, loaded_links = loaded_ids()
+        if not (loaded_progs & progs) and not (loaded_links & links):
+            break
+        time.sleep(0.1)
+    assert not (loaded_progs & progs), "programs left loaded after exit"
+    assert not (loaded_links & links), "links left after exit"
 
 
 def test_duration_and_output_file(tmp_path):
