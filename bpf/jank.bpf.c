@@ -313,13 +313,23 @@ static __always_inline void end_task(struct jb_thread *t, __u32 tid, __u32 flags
 	bpf_ringbuf_submit(e, 0);
 }
 
-/* Entry into a wait: the task running on this thread, if any, ends here. */
+/*
+ * Entry into a wait: the task running on this thread, if any, ends here.
+ * A thread seen for the first time is tracked from here, so that it is
+ * already known when it blocks in this wait and the switch back in arms
+ * its watchdog before its first task.
+ */
 static __always_inline int on_wait_enter(void)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
 	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
-	if (t && t->in_task)
+	if (!t) {
+		track_current(tid, id >> 32);
+		return 0;
+	}
+	if (t->in_task)
 		end_task(t, tid, 0);
 	return 0;
 }
@@ -531,9 +541,13 @@ static __always_inline __u32 sleep_state(long state)
 	return JB_ST_SLEEPING;
 }
 
-/* Returns the thread that was switched in, if it is watched. */
+/*
+ * Returns the thread that was switched in, if it is watched; *prev_t gets
+ * the one switched out.
+ */
 static __always_inline struct jb_thread *on_switch(bool preempt, struct task_struct *prev,
-						   struct task_struct *next)
+						   struct task_struct *next,
+						   struct jb_thread **prev_t)
 {
 	__u32 prev_tid = BPF_CORE_READ(prev, pid);
 	__u32 next_tid = BPF_CORE_READ(next, pid);
@@ -541,6 +555,7 @@ static __always_inline struct jb_thread *on_switch(bool preempt, struct task_str
 	__u64 now = 0;
 
 	t = bpf_map_lookup_elem(&threads, &prev_tid);
+	*prev_t = t;
 	if (t) {
 		now = bpf_ktime_get_ns();
 		account(t, now);
@@ -721,14 +736,16 @@ static __noinline void capture_waker(void *ctx, __u32 tid, struct jb_thread *t)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(jb_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	struct jb_thread *t;
+	struct jb_thread *t, *p;
 
-	t = on_switch(preempt, prev, next);
-	/* Asleep, blocked or preempted: in every case no clock samples it now. */
-	if (offcpu_enabled) {
-		__u32 tid = prev->pid;
-		struct jb_thread *p = bpf_map_lookup_elem(&threads, &tid);
-		if (p && p->in_task) {
+	t = on_switch(preempt, prev, next, &p);
+	__u32 prev_tid = prev->pid;
+	if (p && p->in_task) {
+		/* A task that began without a switch-in has no watchdog yet. */
+		arm_watchdog(prev_tid, p);
+		/* Asleep, blocked or preempted: in every case no clock samples it now. */
+		if (offcpu_enabled) {
+			__u32 tid = prev_tid;
 			__u64 now = bpf_ktime_get_ns();
 			/* Once the task is long, at most one stack per sample period. */
 			if (!p->early || take_sample_slot(p, now))
@@ -743,13 +760,23 @@ int BPF_PROG(jb_switch_btf, bool preempt, struct task_struct *prev, struct task_
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(jb_wakeup_btf, struct task_struct *p)
 {
-	if (offcpu_enabled) {
-		__u32 tid = p->pid;
-		struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
-		if (t && t->offcpu_pending)
-			capture_waker(ctx, tid, t);
-	}
 	on_wakeup(p);
+	return 0;
+}
+
+/*
+ * The waker: sched_waking runs in the context of whoever calls
+ * try_to_wake_up; sched_wakeup may run later on the target CPU (a queued
+ * remote wakeup), in the idle task's context.
+ */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(jb_waking_btf, struct task_struct *p)
+{
+	__u32 tid = p->pid;
+	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+	if (t && t->offcpu_pending)
+		capture_waker(ctx, tid, t);
 	return 0;
 }
 
@@ -774,7 +801,9 @@ int BPF_PROG(jb_exit_btf, struct task_struct *task)
 SEC("raw_tp/sched_switch")
 int BPF_PROG(jb_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(preempt, prev, next);
+	struct jb_thread *p;
+
+	on_switch(preempt, prev, next, &p);
 	return 0;
 }
 

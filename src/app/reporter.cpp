@@ -1,5 +1,6 @@
 #include "app/reporter.h"
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -289,6 +290,14 @@ void Reporter::handle(TaskJob& j) {
       rec.off_cpu.push_back(std::move(info));
     }
     if (!hang) std::erase_if(ot->second, [&](const auto& o) { return o.seq <= ctx.seq; });
+    // A task preempted a hundred times should not make a record of a
+    // hundred entries: keep the longest waits (the ones that explain it).
+    constexpr size_t kMaxOffCpu = 8;
+    if (rec.off_cpu.size() > kMaxOffCpu) {
+      std::stable_sort(rec.off_cpu.begin(), rec.off_cpu.end(),
+                       [](const auto& a, const auto& b) { return a.duration_ms > b.duration_ms; });
+      rec.off_cpu.resize(kMaxOffCpu);
+    }
   }
 
   // 3. The stack log: for finished tasks, within the quota.

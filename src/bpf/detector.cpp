@@ -40,14 +40,17 @@ int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list ap) {
 }
 
 // The timer watchdog needs tp_btf programs; the scan watchdog raw_tp + perf_event.
-void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks) {
+void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu) {
   const bool timer = mode == WatchdogMode::Timer;
   bpf_program* btf_progs[] = {skel->progs.jb_switch_btf, skel->progs.jb_wakeup_btf,
-                              skel->progs.jb_wakeup_new_btf, skel->progs.jb_exit_btf};
+                              skel->progs.jb_wakeup_new_btf, skel->progs.jb_exit_btf,
+                              skel->progs.jb_waking_btf};
   bpf_program* raw_progs[] = {skel->progs.jb_switch_raw, skel->progs.jb_wakeup_raw,
                               skel->progs.jb_wakeup_new_raw, skel->progs.jb_exit_raw,
                               skel->progs.jb_scan};
   for (auto* p : btf_progs) bpf_program__set_autoload(p, timer);
+  // The waker is only wanted with off-CPU captures.
+  bpf_program__set_autoload(skel->progs.jb_waking_btf, timer && offcpu);
   for (auto* p : raw_progs) bpf_program__set_autoload(p, !timer);
   bpf_program__set_autoload(skel->progs.jb_sample, stacks);
 
@@ -119,7 +122,7 @@ bool Detector::load(const DetectorConfig& cfg, WatchdogMode mode, std::string* e
   ro->offcpu_enabled = offcpu_;
   ro->trace_ns = cfg.trace_ns;
   stacks_ = cfg.early_ns != 0;
-  select_programs(skel_.get(), mode, stacks_);
+  select_programs(skel_.get(), mode, stacks_, offcpu_);
 
   if (int err = jank_bpf__load(skel_.get())) {
     std::string why = g_libbpf_last;

@@ -81,7 +81,9 @@ std::string to_json_line(const TaskRecord& r) {
   j["modules"] = modules;
   Json off = Json::array();
   for (const auto& o : r.off_cpu) {
-    Json jo{{"state", o.state}, {"duration_ms", ms3(o.duration_ms)}, {"kernel_stack", o.kernel_stack}};
+    Json jo{{"state", o.state}};
+    if (o.duration_ms > 0) jo["duration_ms"] = ms3(o.duration_ms);  // known once woken
+    jo["kernel_stack"] = o.kernel_stack;
     if (o.has_waker)
       jo["waker"] = Json{{"pid", o.waker.pid}, {"tid", o.waker.tid}, {"comm", o.waker.comm},
                          {"kernel_stack", o.waker.kernel_stack}};
