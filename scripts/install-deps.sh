@@ -19,7 +19,7 @@ pkgs=(
   libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev
   libcli11-dev nlohmann-json3-dev catch2
   trace-cmd
-  python3 python3-pytest
+  python3 python3-pytest nodejs
 )
 
 # arm64 (make ARCH=arm64): the cross compilers (they pull in the arm64 libc

@@ -10,7 +10,7 @@
 
 namespace jankbpf {
 
-bool Launcher::spawn(const std::vector<std::string>& argv, std::string* error) {
+bool Launcher::spawn(const std::vector<std::string>& argv, bool stdout_to_stderr, std::string* error) {
   int gate[2], err[2];
   if (pipe2(gate, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
     *error = std::string("pipe: ") + strerror(errno);
@@ -33,6 +33,7 @@ bool Launcher::spawn(const std::vector<std::string>& argv, std::string* error) {
     signal(SIGPIPE, SIG_DFL);
     close(gate[1]);
     close(err[0]);
+    if (stdout_to_stderr) dup2(STDERR_FILENO, STDOUT_FILENO);
     char go;
     if (read(gate[0], &go, 1) != 1) _exit(127);  // jankbpf gave up
     execvp(args[0], args.data());

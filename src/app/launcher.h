@@ -14,7 +14,9 @@ namespace jankbpf {
 class Launcher {
  public:
   // Forks the child, which waits at the gate. Returns false with *error set.
-  bool spawn(const std::vector<std::string>& argv, std::string* error);
+  // With stdout_to_stderr the command's stdout goes to stderr, keeping
+  // jankbpf's stdout JSON lines only.
+  bool spawn(const std::vector<std::string>& argv, bool stdout_to_stderr, std::string* error);
   // Opens the gate: the child execs. Returns false with *error set when the
   // exec failed (the child then exits 127, as a shell would).
   bool release(std::string* error);

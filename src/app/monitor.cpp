@@ -48,7 +48,7 @@ int Monitor::run() {
   if (!setup_loop()) return kExitFailure;
   // 3. The command, if any, is forked now and held until we are attached.
   std::string error;
-  if (!opts_.command.empty() && !launcher_.spawn(opts_.command, &error)) {
+  if (!opts_.command.empty() && !launcher_.spawn(opts_.command, opts_.output_path.empty(), &error)) {
     log::error("%s", error.c_str());
     return kExitFailure;
   }

@@ -1,0 +1,131 @@
+"""End-to-end tests of stacks: perf-sampled on-CPU stacks unwound with DWARF
+from -O2 -fomit-frame-pointer binaries, off-CPU captures with their waker,
+JIT frames from perf maps, the seed's stack log."""
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from harness import BUILD, Jankbpf, run_jankbpf
+
+STACK_LOOP = os.path.join(BUILD, "tests", "stack_loop")
+IGNORE = "3"
+
+
+def janks_of(records):
+    return [r for r in records if r.get("type") == "jank"]
+
+
+def frame_names(heaviest):
+    """Function names of the heaviest stack's lines, leaf first."""
+    names = []
+    for line in heaviest.splitlines():
+        m = re.search(r"\(([^()+]+?)(\+\d+)?\)\(", line) or re.search(r" at (\S+) \(", line)
+        names.append(m.group(1) if m else line)
+    return names
+
+
+def run_stack_loop(tmp_path, *tasks, extra=()):
+    rc, records, err = run_jankbpf("--ignore-startup-time", IGNORE, "--log-type", "1",
+                                   "--log-dir", str(tmp_path), "--dev",
+                                   "--report-times-per-app", "3", *extra,
+                                   "--", STACK_LOOP, "3.3", *tasks)
+    assert rc == 0, err
+    return janks_of(records)
+
+
+def test_dwarf_unwinds_frame_pointerless_binary_to_main(tmp_path):
+    (j,) = run_stack_loop(tmp_path, "deep:300")
+    assert j["samples"] >= 15, j["samples"]
+    names = frame_names(j["heaviest_stack"])
+    # Leaf first: inner (or the spin it calls), then middle, outer, main.
+    order = [names.index(f) for f in ("inner", "middle", "outer", "run_task", "main")]
+    assert order == sorted(order), names
+    # The structured stack says the same, with module indexes into `modules`.
+    symbols = [f["symbol"] for f in j["stack"]]
+    assert symbols.index("inner") < symbols.index("middle") < symbols.index("outer") < symbols.index("main")
+    modules = j["modules"]
+    mine = [i for i, (path, build_id) in enumerate(modules) if path.endswith("/stack_loop")]
+    assert mine and len(modules[mine[0]][1]) == 40
+    assert all(f["module_index"] < len(modules) for f in j["stack"])
+    # The seed's stack log: one tree, counts never above the sample count.
+    (log,) = j["external_log"]
+    assert os.path.basename(log).startswith(f"stack-{j['pid']}-")
+    text = open(log).read()
+    lines = [l for l in text.splitlines() if not l.startswith("#")]
+    counts = [int(l.split()[0]) for l in lines]
+    assert max(counts) <= j["samples"]
+    assert re.search(r"^\s*\d+ #\d\d pc [0-9a-f]{8} \S+/stack_loop\(inner\+\d+\)\([0-9a-f]{40}\)$",
+                     text, re.M), text
+    assert oct(os.stat(log).st_mode & 0o777) == "0o640"
+
+
+def test_stacks_cover_the_start_of_the_task(tmp_path):
+    # 400 ms in phase_a, then 100 ms in phase_b: a sampler that starts at the
+    # crossing would see only phase_b's share shrink to nothing.
+    (j,) = run_stack_loop(tmp_path, "ab:400:100")
+    text = open(j["external_log"][0]).read()
+
+    def count(fn):
+        m = re.search(r"^\s*(\d+) #\d\d pc \S+ \S+\(" + fn + r"\+", text, re.M)
+        return int(m.group(1)) if m else 0
+
+    a, b = count("phase_a"), count("phase_b")
+    assert a > 0 and b > 0, text
+    assert 2.0 <= a / b <= 8.0, (a, b)
+    assert "phase_a" in j["heaviest_stack"]
+
+
+def test_blocked_thread_has_kernel_stack_user_stack_and_waker(tmp_path):
+    (j,) = run_stack_loop(tmp_path, "block:300")
+    assert j["state_ms"]["sleeping"] > 280
+    assert j["off_cpu"], "no off-CPU capture for a thread blocked 300 ms"
+    off = j["off_cpu"][0]
+    assert off["state"] == "sleeping"
+    assert any("pipe_read" in f for f in off["kernel_stack"]), off["kernel_stack"]
+    assert off["waker"]["comm"] == "jt-waker"
+    assert off["waker"]["pid"] == j["pid"] and off["waker"]["tid"] != j["tid"]
+    assert 290 <= off["duration_ms"] <= 310
+    names = frame_names(j["heaviest_stack"])
+    assert "wait_for_pipe" in names and "main" in names
+    assert names.index("wait_for_pipe") < names.index("main")
+    assert any("pipe_read" in n for n in names)
+
+
+def test_node_js_function_named_from_perf_map(tmp_path):
+    script = tmp_path / "busy.js"
+    script.write_text(
+        "function busyLoopForJank(ms) { const end = Date.now() + ms; let x = 0;\n"
+        "  while (Date.now() < end) { x += Math.sqrt(x + 1); } return x; }\n"
+        "setTimeout(() => { busyLoopForJank(300); }, 3300);\n"
+        "setTimeout(() => { process.exit(0); }, 4300);\n")
+    rc, records, err = run_jankbpf("--ignore-startup-time", IGNORE, "--log-type", "1",
+                                   "--log-dir", str(tmp_path / "logs"), "--",
+                                   "node", "--perf-basic-prof", "--interpreted-frames-native-stack",
+                                   str(script))
+    assert rc == 0, err
+    janks = [j for j in janks_of(records) if j["duration_ms"] > 250]
+    assert len(janks) == 1
+    j = janks[0]
+    assert "busyLoopForJank" in j["heaviest_stack"], j["heaviest_stack"]
+    assert "busy.js" in j["heaviest_stack"]
+    assert "uv_run" in j["heaviest_stack"]  # carried on through native frames to libuv
+
+
+def test_stack_quota_per_hour_with_dev(tmp_path):
+    # Four janks with four different stacks: three stack logs, then the quota.
+    janks = run_stack_loop(tmp_path, "deep:200", "ab:150:100", "block:250", "ab:60:250")
+    assert len(janks) == 4
+    assert [len(j["external_log"]) for j in janks] == [1, 1, 1, 0]
+    assert "suppressed" not in janks[0]
+    assert janks[3]["suppressed"] == "stack_quota"
+    assert janks[3]["heaviest_stack"], "a suppressed jank still carries its stack"
+    assert len(os.listdir(tmp_path)) == 3
+
+
+def test_same_stack_is_not_reported_twice(tmp_path):
+    janks = run_stack_loop(tmp_path, "deep:200", "deep:250")
+    assert len(janks[0]["external_log"]) == 1
+    assert janks[1]["external_log"] == [] and janks[1]["suppressed"] == "duplicate_stack"
