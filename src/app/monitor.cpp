@@ -68,6 +68,7 @@ int Monitor::run() {
     return kExitFailure;
   }
   start_traces();
+  announce_attached();
   // 5. Release the command now that its first task will be seen.
   if (launcher_.pid() > 0) {
     detector_->add_target(launcher_.pid());
@@ -183,6 +184,11 @@ bool Monitor::start_detector() {
     log::error("cannot watch the ring buffer: %s", strerror(errno));
     return false;
   }
+  return true;
+}
+
+// The line scripts and benchmarks wait for: everything is in place now.
+void Monitor::announce_attached() {
   const char* scope = opts_.threads == ThreadScope::All ? "all threads" : "main threads";
   std::string what = !opts_.pids.empty()    ? std::to_string(opts_.pids.size()) + " process(es)"
                      : !opts_.comm.empty()  ? "processes named '" + opts_.comm + "'"
@@ -191,7 +197,6 @@ bool Monitor::start_detector() {
   log::status("attached: %d BPF programs, watchdog=%s; watching %s of %s, threshold %u ms",
               detector_->programs_attached(), detector_->watchdog_name(), scope, what.c_str(),
               opts_.threshold_ms);
-  return true;
 }
 
 bool Monitor::start_stacks() {

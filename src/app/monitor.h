@@ -36,6 +36,7 @@ class Monitor {
   bool start_detector();
   bool start_stacks();
   void start_traces();
+  void announce_attached();
   void loop();
   void on_record(std::span<const uint8_t> rec);
   void on_task(const jb_task_event& e);

@@ -338,7 +338,8 @@ void Reporter::handle(TaskJob& j) {
     rec.log_over_limit |= ctx.trace->over_limit;
     if (!ctx.trace->error.empty()) rec.log_error = ctx.trace->error;
     if (!ctx.trace->note.empty()) rec.trace_note = ctx.trace->note;
-    if (!ctx.trace->suppressed.empty() && rec.suppressed.empty()) rec.suppressed = ctx.trace->suppressed;
+    if (!ctx.trace->suppressed.empty())
+      rec.suppressed += (rec.suppressed.empty() ? "" : ",") + ctx.trace->suppressed;
   }
   if (!hang && !rec.suppressed.empty()) {
     std::lock_guard lk(mu_);

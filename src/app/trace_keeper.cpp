@@ -43,12 +43,6 @@ void TraceKeeper::on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_s
     pending->finish();
     return;
   }
-  // One flight recorder: a second trigger while a capture is scheduled or
-  // running shares that capture (the trace covers both).
-  if (scheduled_ || (capture_ && capture_->running())) {
-    shared_.push_back(pending);  // filled in when that capture finishes
-    return;
-  }
   Suppressed why;
   {
     std::lock_guard lk(reporter_.quota_mutex());
@@ -57,6 +51,12 @@ void TraceKeeper::on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_s
   if (why != Suppressed::None) {
     pending->suppressed = std::string(suppressed_name(why));
     pending->finish();
+    return;
+  }
+  // One flight recorder: another process's trigger while a capture is
+  // scheduled or running shares that capture (the trace covers both).
+  if (scheduled_ || (capture_ && capture_->running())) {
+    shared_.push_back(pending);  // filled in when that capture finishes
     return;
   }
   current_ = pending;

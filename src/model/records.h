@@ -78,7 +78,7 @@ struct TaskRecord {
   std::vector<std::string> external_log;
   bool log_over_limit = false;
   std::string log_error;   // why a log could not be written (I/O), "" if fine
-  std::string suppressed;  // why no new log: stack_quota, trace_quota, duplicate_stack
+  std::string suppressed;  // why no new log, comma-separated: stack_quota, trace_quota, duplicate_stack
   std::string trace_note;  // e.g. saved as text because trace-cmd is missing
   // Stacks.
   std::string heaviest_stack;  // most-sampled path, leaf first

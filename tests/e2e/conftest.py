@@ -42,3 +42,11 @@ def keep_cpu_share():
     except OSError:
         pass
     yield
+
+
+@pytest.fixture(autouse=True)
+def no_jankbpf_left_running():
+    """A test that fails half-way must not leave its jankbpf attached."""
+    yield
+    from harness import stop_all
+    stop_all()

@@ -24,6 +24,17 @@ def _with_log_dir(args):
     return args
 
 
+RUNNING = []  # every Jankbpf started, so a failed test leaves none running
+
+
+def stop_all():
+    while RUNNING:
+        jb = RUNNING.pop()
+        if jb.proc.poll() is None:
+            jb.proc.kill()
+            jb.proc.wait(10)
+
+
 class Jankbpf:
     """A running jankbpf: its JSON records (parsed, in order) and stderr."""
 
@@ -31,6 +42,7 @@ class Jankbpf:
         self.args = [JANKBPF, *_with_log_dir(args)]
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
+        RUNNING.append(self)
         self.records = []
         self.stderr_lines = []
         self.bad_lines = []
