@@ -116,7 +116,7 @@ def test_node_js_function_named_from_perf_map(tmp_path):
 
 def test_stack_quota_per_hour_with_dev(tmp_path):
     # Four janks with four different stacks: three stack logs, then the quota.
-    janks = run_stack_loop(tmp_path, "deep:200", "ab:150:100", "block:250", "ab:60:250")
+    janks = run_stack_loop(tmp_path, "deep:200", "ab:300:60", "block:250", "ab:60:300")
     assert len(janks) == 4
     assert [len(j["external_log"]) for j in janks] == [1, 1, 1, 0]
     assert "suppressed" not in janks[0]
