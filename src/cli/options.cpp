@@ -26,6 +26,12 @@ command's own exit status.
 ParseOutcome parse_options(int argc, char** argv) {
   Options o;
   ParseOutcome out;
+  auto usage_error = [&out](std::string message) {
+    out.exit_code = kExitUsage;
+    out.message_is_error = true;
+    out.message = std::move(message);
+    return out;
+  };
   CLI::App app{"jankbpf: find the moments an application's main thread is stuck in one long task.",
                "jankbpf"};
   app.footer(kExamples);
@@ -116,33 +122,17 @@ ParseOutcome parse_options(int argc, char** argv) {
     out.message = std::string("jankbpf ") + JANKBPF_VERSION + "\n";
     return out;
   } catch (const CLI::ParseError& e) {
-    out.exit_code = kExitUsage;
-    out.message_is_error = true;
-    out.message = std::string(e.what()) + "\nRun 'jankbpf --help' for usage.";
-    return out;
+    return usage_error(std::string(e.what()) + "\nRun 'jankbpf --help' for usage.");
   }
 
-  if (!o.comm.empty() && o.comm.size() > 15) {
-    // The kernel keeps 15 characters of a name (TASK_COMM_LEN - 1).
-    out.exit_code = kExitUsage;
-    out.message_is_error = true;
-    out.message = "--comm: '" + o.comm + "' is longer than the 15 characters the kernel keeps of a process name";
-    return out;
-  }
-  if (o.trace_threshold_ms <= o.threshold_ms) {
-    out.exit_code = kExitUsage;
-    out.message_is_error = true;
-    out.message = "--trace-threshold (" + std::to_string(o.trace_threshold_ms) +
-                  " ms) must be greater than --threshold (" + std::to_string(o.threshold_ms) + " ms)";
-    return out;
-  }
-  if (o.hang_ms <= o.threshold_ms) {
-    out.exit_code = kExitUsage;
-    out.message_is_error = true;
-    out.message = "--hang-threshold (" + std::to_string(o.hang_ms) +
-                  " ms) must be greater than --threshold (" + std::to_string(o.threshold_ms) + " ms)";
-    return out;
-  }
+  // The kernel keeps 15 characters of a name (TASK_COMM_LEN - 1).
+  if (o.comm.size() > 15)
+    return usage_error("--comm: '" + o.comm + "' is longer than the 15 characters the kernel keeps of a process name");
+  const std::string threshold = " must be greater than --threshold (" + std::to_string(o.threshold_ms) + " ms)";
+  if (o.trace_threshold_ms <= o.threshold_ms)
+    return usage_error("--trace-threshold (" + std::to_string(o.trace_threshold_ms) + " ms)" + threshold);
+  if (o.hang_ms <= o.threshold_ms)
+    return usage_error("--hang-threshold (" + std::to_string(o.hang_ms) + " ms)" + threshold);
   if (*dur) o.duration_s = duration;
   try {
     ConfigBuilder cb;
@@ -158,10 +148,7 @@ ParseOutcome parse_options(int argc, char** argv) {
     }
     o.jank = cb.build();
   } catch (const ConfigError& e) {
-    out.exit_code = kExitUsage;
-    out.message_is_error = true;
-    out.message = e.what();
-    return out;
+    return usage_error(e.what());
   }
   if (o.stack_bytes % 8) o.stack_bytes -= o.stack_bytes % 8;  // perf wants a multiple of 8
   o.threads = threads == "all" ? ThreadScope::All : ThreadScope::Main;

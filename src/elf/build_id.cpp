@@ -8,6 +8,21 @@
 
 namespace jankbpf {
 
+std::string gnu_build_id(Elf* elf) {
+  const void* id = nullptr;
+  // libdw's reader bounds-checks every note against the file.
+  ssize_t len = dwelf_elf_gnu_build_id(elf, &id);
+  if (len <= 0 || len > 64) return "";
+  static const char digits[] = "0123456789abcdef";
+  const auto* b = static_cast<const unsigned char*>(id);
+  std::string hex;
+  for (ssize_t i = 0; i < len; i++) {
+    hex += digits[b[i] >> 4];
+    hex += digits[b[i] & 15];
+  }
+  return hex;
+}
+
 std::string read_build_id(int fd) {
   static std::once_flag once;
   std::call_once(once, [] { elf_version(EV_CURRENT); });
@@ -15,19 +30,7 @@ std::string read_build_id(int fd) {
   // ELF_C_READ_MMAP: libelf bounds-checks every access against the file size.
   Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
   if (!elf) return "";
-  std::string hex;
-  if (elf_kind(elf) == ELF_K_ELF) {
-    const void* id = nullptr;
-    ssize_t len = dwelf_elf_gnu_build_id(elf, &id);
-    if (len > 0 && len <= 64) {
-      static const char digits[] = "0123456789abcdef";
-      const auto* b = static_cast<const unsigned char*>(id);
-      for (ssize_t i = 0; i < len; i++) {
-        hex += digits[b[i] >> 4];
-        hex += digits[b[i] & 15];
-      }
-    }
-  }
+  std::string hex = elf_kind(elf) == ELF_K_ELF ? gnu_build_id(elf) : "";
   elf_end(elf);
   return hex;
 }

@@ -1,5 +1,7 @@
 #include "stack/elf_image.h"
 
+#include "elf/build_id.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -92,22 +94,9 @@ bool ElfImage::init() {
         first_vaddr_ = ph.p_vaddr & (uint64_t{0} - ph.p_align);
         first = false;
       }
-    } else if (ph.p_type == PT_NOTE && build_id_.empty()) {
-      Elf_Data* d = elf_getdata_rawchunk(elf_, static_cast<int64_t>(ph.p_offset), ph.p_filesz,
-                                         ELF_T_NHDR);
-      if (!d) continue;
-      size_t off = 0, name_off, desc_off;
-      GElf_Nhdr nh;
-      while (off < d->d_size && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-            std::memcmp(static_cast<char*>(d->d_buf) + name_off, "GNU", 4) == 0 &&
-            nh.n_descsz > 0 && nh.n_descsz <= 64) {
-          build_id_ = hex_encode(static_cast<uint8_t*>(d->d_buf) + desc_off, nh.n_descsz);
-          break;
-        }
-      }
     }
   }
+  build_id_ = gnu_build_id(elf_);
 
   size_t shnum = 0, shstrndx = 0;
   if (elf_getshdrnum(elf_, &shnum) != 0) shnum = 0;
@@ -135,20 +124,6 @@ bool ElfImage::init() {
       if (link.find('/') != std::string::npos) continue;  // a name, never a path
       debuglink_ = std::move(link);
       std::memcpy(&debuglink_crc_, p + crc_off, 4);
-    }
-    if (build_id_.empty() && sh.sh_type == SHT_NOTE) {
-      Elf_Data* d = elf_getdata(scn, nullptr);
-      if (!d || !d->d_buf) continue;
-      size_t off = 0, name_off, desc_off;
-      GElf_Nhdr nh;
-      while (off < d->d_size && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-            std::memcmp(static_cast<char*>(d->d_buf) + name_off, "GNU", 4) == 0 &&
-            nh.n_descsz > 0 && nh.n_descsz <= 64) {
-          build_id_ = hex_encode(static_cast<uint8_t*>(d->d_buf) + desc_off, nh.n_descsz);
-          break;
-        }
-      }
     }
   }
   return true;
