@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# jankbpf benchmarks (issue 5): `sudo make bench` builds jankbpf and the test
+# apps, then runs this. It
+#   1. installs the bench-only Debian packages that are missing (a step of
+#      its own, so `make test` stays lean): redis-server, redis-tools,
+#      bpftrace, bpfcc-tools + python3-bpfcc, and kernel headers for BCC;
+#   2. builds the bench programs (bench/*.c) into build/bench/;
+#   3. runs bench/bench.py, which prints a table and rewrites bench/RESULTS.md.
+#
+#   BENCH_QUICK=1   a shorter smoke run (fewer rounds, 10 s windows)
+#   BENCH_RESULTS=FILE  write the report there instead of bench/RESULTS.md
+#
+# Fails (non-zero) if a tool cannot be installed or fails to attach. Leaves
+# nothing behind: the bench's processes are stopped, kernel.bpf_stats_enabled
+# is restored, the temporary headers tree is removed.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+BUILD=${JANKBPF_BUILD:-build}
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "bench: needs root (sudo make bench)" >&2
+  exit 1
+fi
+
+# --- 1. bench-only packages ---------------------------------------------------
+bench_pkgs=(redis-server redis-tools bpftrace bpfcc-tools python3-bpfcc bpftool gcc)
+# BCC compiles its programs against kernel headers at startup. Use the
+# running kernel's when it has them; otherwise Debian's current ones (see
+# the BCC_KERNEL_SOURCE step below).
+if [[ ! -e /lib/modules/$(uname -r)/build/include/linux/kconfig.h ]]; then
+  bench_pkgs+=(linux-headers-amd64)
+  [[ $(dpkg --print-architecture) == arm64 ]] && bench_pkgs[-1]=linux-headers-arm64
+fi
+missing=()
+for p in "${bench_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -qx 'install ok installed' || missing+=("$p")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "bench: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  if ! { apt-get update -q && apt-get install -y -q --no-install-recommends "${missing[@]}"; }; then
+    echo "bench: FAILED: could not install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+for tool in redis-server redis-benchmark redis-cli bpftrace bpftool; do
+  command -v "$tool" >/dev/null || { echo "bench: FAILED: $tool not found after install" >&2; exit 1; }
+done
+/usr/bin/python3 -c 'import bcc' || { echo "bench: FAILED: python3-bpfcc does not import" >&2; exit 1; }
+
+# --- cleanup, whatever happens ---------------------------------------------------
+tmp=$(mktemp -d /tmp/jankbpf-bench.XXXXXX)
+stats_before=$(cat /proc/sys/kernel/bpf_stats_enabled)
+py_pid=
+cleanup() {
+  local rc=$?
+  if [[ -n $py_pid ]] && kill -0 "$py_pid" 2>/dev/null; then
+    kill -TERM "$py_pid" 2>/dev/null || true
+    wait "$py_pid" 2>/dev/null || true
+  fi
+  echo "$stats_before" > /proc/sys/kernel/bpf_stats_enabled || true
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+# BCC_KERNEL_SOURCE: one tree holding both halves of Debian's split headers
+# package (the arch-independent -common and the per-flavour generated files),
+# as a farm of symlinks under $tmp.
+if [[ ! -e /lib/modules/$(uname -r)/build/include/linux/kconfig.h ]]; then
+  flavour=$(compgen -G '/usr/src/linux-headers-*-amd64' ; compgen -G '/usr/src/linux-headers-*-arm64') || true
+  flavour=$(sort -V <<<"$flavour" | tail -1)
+  common=${flavour%-*}-common
+  if [[ -z $flavour || ! -d $common ]]; then
+    echo "bench: FAILED: no kernel headers for BCC under /usr/src" >&2
+    exit 1
+  fi
+  mkdir -p "$tmp/kheaders"
+  cp -rs "$common/." "$tmp/kheaders/"
+  cp -rsf "$flavour/." "$tmp/kheaders/"
+  export BCC_KERNEL_SOURCE=$tmp/kheaders
+fi
+
+# --- 2. bench programs --------------------------------------------------------------
+mkdir -p "$BUILD/bench"
+for src in bench/*.c; do
+  bin=$BUILD/bench/$(basename "$src" .c)
+  if [[ ! -x $bin || $src -nt $bin ]]; then
+    gcc -O2 -g -Wall -o "$bin" "$src"
+  fi
+done
+
+# --- 3. run ---------------------------------------------------------------------------
+JANKBPF_BUILD=$(realpath "$BUILD") /usr/bin/python3 bench/bench.py &
+py_pid=$!
+wait "$py_pid"
