@@ -74,8 +74,11 @@ struct jb_thread {
 	__u8 early;           /* past early_ns: counted in long_tasks */
 	__u8 offcpu_pending;  /* an off-CPU capture awaits its waker */
 	__u8 traced;          /* past trace_ns */
-	__u8 pad[2];
+	__u8 in_wait;         /* between entry into a wait and its return */
+	__u8 pad;
 	__u64 stash_seq;      /* task whose off-CPU capture is stashed, unsent */
+	__u64 wake_ns;        /* last wakeup while asleep in the wait (0: none) */
+	__u64 delivery_ns;    /* current task: that wakeup to the wait's return */
 };
 
 struct {
@@ -238,6 +241,7 @@ static __always_inline void fill_task_event(struct jb_task_event *e, __u32 type,
 	e->wait_syscall = t->wait_nr;
 	e->flags = (t->crossed ? JB_TASKF_CROSSED : 0) | (t->hung ? JB_TASKF_HUNG : 0);
 	e->threshold_ms = threshold_ns / 1000000;
+	e->delivery_ns = t->delivery_ns;
 }
 
 /* A record about a watched thread that is not necessarily `current` (timer, scan). */
@@ -326,11 +330,17 @@ static __always_inline int on_wait_enter(void)
 	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
 	if (!t) {
-		track_current(tid, id >> 32);
+		t = track_current(tid, id >> 32);
+		if (t) {
+			t->in_wait = 1;
+			t->wake_ns = 0;
+		}
 		return 0;
 	}
 	if (t->in_task)
 		end_task(t, tid, 0);
+	t->in_wait = 1;
+	t->wake_ns = 0;
 	return 0;
 }
 
@@ -347,6 +357,14 @@ static __always_inline int on_wait_exit(__u32 nr)
 		if (!t)
 			return 0;
 	}
+	/*
+	 * Delivery: from the wakeup that ended the wait to here, where the
+	 * thread is back on a CPU and returns to its loop. 0 when the wait
+	 * returned without sleeping (events were already pending).
+	 */
+	t->delivery_ns = t->in_wait && t->wake_ns && now > t->wake_ns ? now - t->wake_ns : 0;
+	t->in_wait = 0;
+	t->wake_ns = 0;
 	/* Seed rule: no checks in the first ignore_startup_ns of a process. */
 	if (now - t->proc_start_ns < ignore_startup_ns)
 		return 0;
@@ -584,8 +602,12 @@ static __always_inline void on_wakeup(struct task_struct *p)
 
 	if (!t || t->state < JB_ST_SLEEPING)
 		return;
-	account(t, bpf_ktime_get_ns());
+	__u64 now = bpf_ktime_get_ns();
+	account(t, now);
 	t->state = JB_ST_RUNNABLE;
+	/* Asleep in the wait: this wakeup ends it (the last one before it returns). */
+	if (t->in_wait)
+		t->wake_ns = now;
 }
 
 /* Forgets an exiting thread; reports the process when its last thread goes. */

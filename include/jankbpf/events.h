@@ -80,6 +80,7 @@ struct jb_task_event {
 	__u32 threshold_ms;
 	char comm[JB_COMM_LEN];       /* thread name */
 	char proc_comm[JB_COMM_LEN];  /* group leader name */
+	__u64 delivery_ns;            /* wakeup that ended the wait -> its return */
 };
 
 /* JB_EV_EXIT */

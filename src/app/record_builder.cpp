@@ -38,6 +38,7 @@ TaskRecord RecordBuilder::task(const jb_task_event& e) {
   r.state.runnable_ms = static_cast<double>(e.state_ns[JB_ST_RUNNABLE]) / 1e6;
   r.state.sleeping_ms = static_cast<double>(e.state_ns[JB_ST_SLEEPING]) / 1e6;
   r.state.blocked_io_ms = static_cast<double>(e.state_ns[JB_ST_BLOCKED]) / 1e6;
+  r.delivery_ms = static_cast<double>(e.delivery_ns) / 1e6;
   auto name = wait_syscall_name(host_arch(), e.wait_syscall);
   r.wait_syscall = name ? std::string(*name) : "syscall_" + std::to_string(e.wait_syscall);
   r.task_seq = e.seq;

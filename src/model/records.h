@@ -69,6 +69,9 @@ struct TaskRecord {
   double duration_ms = 0;     // µs precision; for a hang, so far
   uint32_t threshold_ms = 0;
   StateBreakdown state;
+  // From the wakeup that ended the wait to the wait's return: how long the
+  // thread waited for a CPU before the task could start (not part of it).
+  double delivery_ms = 0;
   std::string wait_syscall;
   uint64_t task_seq = 0;      // per-thread task number
   int64_t app_start_jiffies_time = 0;

@@ -48,6 +48,7 @@ std::string to_json_line(const TaskRecord& r) {
   j["duration_ms"] = ms3(r.duration_ms);
   j["threshold_ms"] = r.threshold_ms;
   j["state_ms"] = state_json(r.state);
+  j["delivery_ms"] = ms3(r.delivery_ms);
   j["wait_syscall"] = r.wait_syscall;
   j["cgroup"] = r.proc.cgroup;
   j["app_start_jiffies_time"] = r.app_start_jiffies_time;

@@ -95,13 +95,14 @@ static const struct {
 /* ------------------------------------------------------------------------ */
 /* script                                                                    */
 
-enum step_kind { K_SPIN, K_SLEEP, K_IO, K_RUNNABLE, K_SHORT, K_STUCK, K_EXIT };
-static const char *const kind_names[] = {"spin", "sleep", "io", "runnable", "short", "stuck", "exit"};
+enum step_kind { K_SPIN, K_SLEEP, K_IO, K_RUNNABLE, K_SHORT, K_STUCK, K_EXIT, K_LATE };
+static const char *const kind_names[] = {"spin", "sleep", "io", "runnable", "short", "stuck", "exit", "late"};
 #define N_KINDS (int)(sizeof(kind_names) / sizeof(kind_names[0]))
 
 struct step {
 	enum step_kind kind;
-	long arg;    /* ms, count or exit code */
+	long arg;    /* ms, count or exit code; late: the delivery delay */
+	long arg2;   /* late: ms the task spins once it runs */
 	long repeat; /* xN */
 };
 
@@ -168,6 +169,12 @@ struct loop {
 	pthread_cond_t hog_cond;
 	int hog_go;
 	uint64_t hog_deadline;
+	uint64_t hog_start;    /* late: the hog sleeps until then, then spins */
+	/* late:MS: armed by a preparatory dispatch, run by the next one */
+	int late_pending;
+	uint64_t late_wake;    /* when the timer that ends the wait fires */
+	int late_cpu;
+	cpu_set_t late_saved;
 	atomic_int hog_busy;
 	pthread_barrier_t *hog_ready;
 	/* --measure */
@@ -506,8 +513,13 @@ static void *hog_main(void *arg)
 		while (!L->hog_go)
 			pthread_cond_wait(&L->hog_cond, &L->hog_lock);
 		L->hog_go = 0;
-		uint64_t deadline = L->hog_deadline;
+		uint64_t deadline = L->hog_deadline, start = L->hog_start;
 		pthread_mutex_unlock(&L->hog_lock);
+		if (start) {
+			struct timespec ts = {(time_t)(start / 1000000000ull), (long)(start % 1000000000ull)};
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+				;
+		}
 		busy_until(deadline);
 		atomic_store(&L->hog_busy, 0);
 		pthread_mutex_lock(&L->hog_lock);
@@ -557,6 +569,7 @@ static int do_runnable(struct loop *L, uint64_t deadline)
 	atomic_store(&L->hog_busy, 1);
 	pthread_mutex_lock(&L->hog_lock);
 	L->hog_deadline = deadline;
+	L->hog_start = 0;
 	L->hog_go = 1;
 	pthread_mutex_unlock(&L->hog_lock);
 	pthread_cond_signal(&L->hog_cond); /* the hog preempts us here */
@@ -567,6 +580,54 @@ static int do_runnable(struct loop *L, uint64_t deadline)
 		pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp0);
 	sched_setaffinity(0, sizeof(saved), &saved);
 	return cpu;
+}
+
+/*
+ * late:MS, first half (a short preparatory dispatch, no line of its own):
+ * pin this thread and the hog to our CPU, let the hog sleep 20 ms and then
+ * spin until MS ms past the moment our timer fires, and go back to the wait.
+ * The timer's wakeup then finds the CPU taken by a SCHED_FIFO thread, so the
+ * wait returns only when the hog stops: the wakeup is delivered MS ms late.
+ */
+#define LATE_LEAD_NS (20 * NS_PER_MS)
+#define LATE_HOG_HEAD_NS (5 * NS_PER_MS)
+static void late_prepare(struct loop *L, const struct step *st)
+{
+	cpu_set_t one;
+	int cpu = sched_getcpu();
+	if (cpu < 0)
+		cpu = 0;
+	if (sched_getaffinity(0, sizeof(L->late_saved), &L->late_saved))
+		die("sched_getaffinity: %s", strerror(errno));
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	if (pthread_setaffinity_np(L->hog, sizeof(one), &one) || sched_setaffinity(0, sizeof(one), &one))
+		die("set affinity to CPU %d failed", cpu);
+	struct sched_param sp0 = {0};
+	if (!L->hog_fifo && pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp0))
+		die("SCHED_IDLE: %s", strerror(errno));
+	uint64_t now = now_ns();
+	uint64_t hog_start = now + LATE_LEAD_NS;
+	L->late_wake = hog_start + LATE_HOG_HEAD_NS;
+	L->late_cpu = cpu;
+	L->late_pending = 1;
+	pthread_mutex_lock(&L->hog_lock);
+	L->hog_start = hog_start;
+	L->hog_deadline = L->late_wake + (uint64_t)st->arg * NS_PER_MS;
+	L->hog_go = 1;
+	pthread_mutex_unlock(&L->hog_lock);
+	pthread_cond_signal(&L->hog_cond);
+	arm_timer(L, L->late_wake - now_ns());
+}
+
+/* late:MS, second half, at the start of the task: undo the pinning. */
+static void late_finish(struct loop *L)
+{
+	struct sched_param sp0 = {0};
+	if (!L->hog_fifo)
+		pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp0);
+	sched_setaffinity(0, sizeof(L->late_saved), &L->late_saved);
+	L->late_pending = 0;
 }
 
 /* Sleep (S, in futex) until SIGUSR1; a release that came early counts. */
@@ -618,6 +679,7 @@ struct record {
 	long io_ops;
 	uint64_t io_bytes;
 	int cpu;
+	uint64_t wake;  /* late: when the timer that ended the wait fired */
 	struct meas m0, m1;
 };
 
@@ -660,6 +722,10 @@ static void emit_record(struct loop *L, struct record *R)
 	else if (k == K_RUNNABLE)
 		snprintf(extra, sizeof(extra), ",\"cpu\":%d,\"method\":\"%s\"", R->cpu,
 			 L->hog_fifo ? "fifo" : "idle");
+	else if (k == K_LATE)
+		snprintf(extra, sizeof(extra),
+			 ",\"spin_ms\":%ld,\"wake_ns\":%" PRIu64 ",\"delivery_ns\":%" PRIu64 ",\"cpu\":%d,\"method\":\"%s\"",
+			 R->st->arg2, R->wake, R->begin - R->wake, R->cpu, L->hog_fifo ? "fifo" : "idle");
 	emit("{\"task\":%d,\"kind\":\"%s\",\"arg\":%ld,\"tid\":%d,\"pid\":%d,\"thread\":\"%s\",\"worker\":%d,"
 	     "\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"dur_ns\":%" PRIu64 ",\"wait\":\"%s\"%s%s}",
 	     R->task, kind_names[k], R->st->arg, L->tid, the_pid, name, L->index, R->begin, R->end,
@@ -701,6 +767,10 @@ static void run_body(struct loop *L, struct record *R, uint64_t t0)
 		do_stuck();
 		break;
 	}
+	case K_LATE:
+		late_finish(L);
+		busy_until(t0 + (uint64_t)st->arg2 * NS_PER_MS);
+		break;
 	case K_EXIT:
 		break;
 	}
@@ -785,6 +855,10 @@ static int run_loop(struct loop *L)
 			continue; /* main: idle until the workers are done */
 		}
 		const struct step *st = &S->steps[si];
+		if (st->kind == K_LATE && !L->late_pending) {
+			late_prepare(L, st); /* the step itself runs at the next wakeup */
+			continue;
+		}
 		rep++;
 		memset(&R, 0, sizeof(R));
 		R.st = st;
@@ -792,6 +866,10 @@ static int run_loop(struct loop *L)
 		R.begin = t_out;
 		R.target = st->kind == K_SHORT ? st->arg : 1;
 		R.min_dur = UINT64_MAX;
+		if (st->kind == K_LATE) {
+			R.wake = L->late_wake;
+			R.cpu = L->late_cpu;
+		}
 		active = 1;
 		if (cfg.measure && st->kind != K_SHORT) {
 			meas_take(L, &R.m0);
@@ -840,7 +918,7 @@ static int setup_loop(struct loop *L)
 			L->io_buf = alloc_io_buf();
 			do_io(L, now_ns() + 1, &ops, &bytes);
 		}
-		if (k == K_RUNNABLE && !L->has_hog)
+		if ((k == K_RUNNABLE || k == K_LATE) && !L->has_hog)
 			start_hog(L);
 	}
 	if (cfg.measure) {
@@ -946,7 +1024,7 @@ static void parse_script(const char *text, struct script *out, const char *what)
 			if (!strcmp(tok, kind_names[k]))
 				break;
 		if (k == N_KINDS)
-			bad_usage("%s: unknown step '%s' (spin, sleep, io, runnable, short, stuck, exit)", what, tok);
+			bad_usage("%s: unknown step '%s' (spin, sleep, io, runnable, short, stuck, exit, late)", what, tok);
 		st.kind = (enum step_kind)k;
 		switch (st.kind) {
 		case K_SPIN: case K_SLEEP: case K_IO: case K_RUNNABLE:
@@ -967,6 +1045,16 @@ static void parse_script(const char *text, struct script *out, const char *what)
 		case K_EXIT:
 			st.arg = colon ? parse_long(colon, "exit code", 0, 255) : 0;
 			break;
+		case K_LATE: {
+			if (!colon)
+				bad_usage("%s: 'late' needs a delay, e.g. late:100 or late:100:200", what);
+			char *second = strchr(colon, ':');
+			if (second)
+				*second++ = 0;
+			st.arg = parse_long(colon, "delivery delay (ms)", 1, 900);
+			st.arg2 = second ? parse_long(second, "spin (ms)", 0, 3600 * 1000) : 200;
+			break;
+		}
 		}
 		if (out->n >= MAX_STEPS)
 			bad_usage("%s: too many steps", what);
@@ -1005,6 +1093,9 @@ static void usage(FILE *f)
 "  runnable:MS  preempted by a pinned SCHED_FIFO hog     runnable\n"
 "  short:N      N back-to-back ~20 us tasks (eventfd), one summary line\n"
 "  stuck        block until SIGUSR1, then end the task   sleeping (S)\n"
+"  late:D[:MS]  the wakeup that starts the task waits D ms for its CPU behind\n"
+"               a pinned SCHED_FIFO hog (delivery), then it spins MS ms\n"
+"               (default 200); its line adds wake_ns and delivery_ns     running\n"
 "  exit[:CODE]  end the program with CODE (default at the end: 0)\n"
 "e.g. --script spin:200,sleep:300,io:250,runnable:300,short:2000,stuck,spin:100x3\n"
 "\n"

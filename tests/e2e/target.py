@@ -55,6 +55,7 @@ DOMINANT_STATE = {
     "io": "blocked_io",
     "runnable": "runnable",
     "stuck": "sleeping",
+    "late": "running",  # the delivery delay comes before the task
 }
 
 
@@ -89,6 +90,9 @@ def estimate_seconds(script: str, gap_ms: int = 100, start_delay: float = 0.0) -
             step, rep = head, int(tail)
         kind, _, arg = step.partition(":")
         ms = int(arg) if kind in ("spin", "sleep", "io", "runnable") else 0
+        if kind == "late":
+            d, _, spin = arg.partition(":")
+            ms = int(d) + 25 + int(spin or 200)
         if kind == "short":
             ms = int(arg) * 0.05
         if kind == "exit":
