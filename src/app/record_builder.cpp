@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "arch/arch.h"
+#include "proc/container.h"
 
 namespace jankbpf {
 
@@ -28,6 +29,7 @@ TaskRecord RecordBuilder::task(const jb_task_event& e) {
   r.proc.exe = exe.path;
   r.proc.bundle_version = exe.build_id;
   r.proc.cgroup = read_cgroup(r.proc.pid);
+  r.proc.container_id = container_id_from_cgroup(r.proc.cgroup);
 
   r.begin_mono_ns = e.begin_ns;
   r.begin_time_ms = clock_.epoch_ms(e.begin_ns);

@@ -27,6 +27,7 @@ struct ProcessIdentity {
   std::string bundle_version;  // GNU build-id of the executable, hex
   std::string exe;             // path of the executable
   std::string cgroup;          // cgroup v2 path
+  std::string container_id;    // the container the cgroup path names, "" if none
 };
 
 // One frame of the heaviest stack, Firefox-style: a module index into

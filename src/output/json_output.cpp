@@ -51,6 +51,7 @@ std::string to_json_line(const TaskRecord& r) {
   j["delivery_ms"] = ms3(r.delivery_ms);
   j["wait_syscall"] = r.wait_syscall;
   j["cgroup"] = r.proc.cgroup;
+  if (!r.proc.container_id.empty()) j["container_id"] = r.proc.container_id;
   j["app_start_jiffies_time"] = r.app_start_jiffies_time;
   j["begin_monotonic_ns"] = r.begin_mono_ns;
   j["task_seq"] = r.task_seq;
