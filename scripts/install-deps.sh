@@ -27,13 +27,14 @@ pkgs=(
 # as arm64 multiarch packages (headers in /usr/include, which the Debian
 # cross gcc searches, libraries in /usr/lib/aarch64-linux-gnu); pkgconf:arm64
 # for aarch64-linux-gnu-pkg-config; qemu-user-static and file for
-# scripts/check-arm64.sh, which runs the result on this machine. On an arm64
-# host ARCH=arm64 is the native build and needs none of this.
+# scripts/check-arm64.sh, which runs the result on this machine; GLib and
+# sys/sdt.h as arm64 too, for the test targets (make ARCH=arm64 apps). On an
+# arm64 host ARCH=arm64 is the native build and needs none of this.
 native=$(dpkg --print-architecture)
 if [[ $arch == arm64 && $native != arm64 ]]; then
   pkgs+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static file
          libbpf-dev:arm64 libelf-dev:arm64 libdw-dev:arm64 zlib1g-dev:arm64
-         pkgconf:arm64)
+         pkgconf:arm64 libglib2.0-dev:arm64 systemtap-sdt-dev:arm64)
 fi
 
 # Installed means "install ok installed" for the wanted architecture: the
