@@ -30,6 +30,17 @@ BPFTOOL ?= bpftool
 CXX := $(CROSS)g++
 CC := $(CROSS)gcc
 
+# --- cross-building (ARCH=arm64 on an x86_64 host) -------------------------
+# Debian's aarch64-linux-gnu-gcc/g++ already search the multiarch folders
+# (/usr/include/aarch64-linux-gnu, /usr/lib/aarch64-linux-gnu) where the
+# :arm64 -dev packages of `make deps ARCH=arm64` put their files, and
+# /usr/include for the arch-independent headers, so no -I/-L/--sysroot is
+# needed. pkg-config is not arch-neutral: use $(PKG_CONFIG), which for arm64
+# is aarch64-linux-gnu-pkg-config (pkgconf:arm64), or the host's
+# glibconfig.h and x86_64 libraries end up in an arm64 link.
+PKG_CONFIG := $(CROSS)pkg-config
+# ---------------------------------------------------------------------------
+
 VMLINUX := bpf/vmlinux/$(ARCH)/vmlinux.h
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
