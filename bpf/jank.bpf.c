@@ -628,6 +628,13 @@ static __always_inline void on_exit(struct task_struct *task)
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
 		return;
+	/*
+	 * Threads leaving together (exit_group) may all see live == 0 here:
+	 * the one whose delete succeeds reports the process, once.
+	 */
+	__u32 flags = p->flags;
+	if (bpf_map_delete_elem(&procs, &tgid))
+		return;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (e) {
 		e->hdr.type = JB_EV_EXIT;
@@ -638,13 +645,12 @@ static __always_inline void on_exit(struct task_struct *task)
 		e->exit_code = BPF_CORE_READ(task, signal, group_exit_code);
 		if (!e->exit_code)
 			e->exit_code = BPF_CORE_READ(task, exit_code);
-		e->flags = p->flags;
+		e->flags = flags;
 		BPF_CORE_READ_STR_INTO(&e->comm, task, group_leader, comm);
 		bpf_ringbuf_submit(e, 0);
 	} else {
 		stat_inc(JB_STAT_RB_DROPS);
 	}
-	bpf_map_delete_elem(&procs, &tgid);
 }
 
 /* ---- stacks ------------------------------------------------------------- */
@@ -712,12 +718,23 @@ static __noinline void capture_offcpu(void *ctx, struct task_struct *prev, __u32
 	if (regs) {
 		jb_copy_user_regs(e->regs, regs);
 		e->nr_regs = JB_USER_REGS;
-		/* Page by page: the copy stops where the stack mapping ends. */
+		/*
+		 * Page by page, so the copy stops where the stack mapping ends:
+		 * first up to the end of SP's page, then whole pages. (Reads of
+		 * 4 KB from SP itself cross into the next page; near the top of
+		 * a shallow stack that page is past the mapping, and the read
+		 * failed with the frames it held.)
+		 */
 		__u64 sp = JB_USER_SP(e->regs);
-		for (int i = 0; i < JB_OFFCPU_STACK / 4096; i++) {
-			if (bpf_probe_read_user(e->ustack + i * 4096, 4096, (void *)(sp + i * 4096)))
-				break;
-			e->ustack_bytes += 4096;
+		__u32 head = 4096 - (sp & 4095);
+		if (bpf_probe_read_user(e->ustack, head, (void *)sp) == 0) {
+			e->ustack_bytes = head;
+			for (int i = 0; i < JB_OFFCPU_STACK / 4096 - 1; i++) {
+				if (bpf_probe_read_user(e->ustack + head + i * 4096, 4096,
+							(void *)(sp + head + i * 4096)))
+					break;
+				e->ustack_bytes += 4096;
+			}
 		}
 	}
 	t->stash_seq = t->seq;
