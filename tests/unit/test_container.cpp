@@ -1,7 +1,10 @@
 // Unit tests for container ids named by cgroup v2 paths.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "model/records.h"
+#include "output/output.h"
 #include "proc/container.h"
 
 using namespace jankbpf;
@@ -70,4 +73,17 @@ TEST_CASE("paths that name no container", "[container]") {
   CHECK(container_id_from_cgroup("/lxc") == "");
   // Repeated and trailing slashes are harmless.
   CHECK(container_id_from_cgroup("//docker//" + kId + "/") == kId);
+}
+
+TEST_CASE("container_id is in the record only when the cgroup names one", "[container]") {
+  TaskRecord r;
+  r.proc.cgroup = "/system.slice/docker-" + kId + ".scope";
+  r.proc.container_id = container_id_from_cgroup(r.proc.cgroup);
+  auto j = nlohmann::json::parse(to_json_line(r));
+  CHECK(j["cgroup"] == r.proc.cgroup);
+  CHECK(j["container_id"] == kId);
+  r.proc.cgroup = "/user.slice";
+  r.proc.container_id = container_id_from_cgroup(r.proc.cgroup);
+  j = nlohmann::json::parse(to_json_line(r));
+  CHECK_FALSE(j.contains("container_id"));
 }
