@@ -64,7 +64,7 @@ APP_CFLAGS := -O2 -g -fomit-frame-pointer -pthread -Wall
 # The BPF side is compiled for the target arch: CO-RE relocates field
 # offsets, but syscall numbers and pt_regs layout are per arch.
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
-	-I$(dir $(VMLINUX)) -Iinclude
+	-I$(dir $(VMLINUX)) -Ibpf/compat -Iinclude
 
 .PHONY: all deps run test unit e2e bench vmlinux clean apps
 .DELETE_ON_ERROR:
@@ -107,7 +107,7 @@ $(OUTPUT) $(OUTPUT)/obj $(OUTPUT)/unit $(OUTPUT)/tests:
 	mkdir -p $@
 
 # --- BPF: object -> linked object -> skeleton ---------------------------
-$(OUTPUT)/%.tmp.bpf.o: bpf/%.bpf.c $(VMLINUX) $(wildcard include/jankbpf/*.h bpf/*.h) | $(OUTPUT)
+$(OUTPUT)/%.tmp.bpf.o: bpf/%.bpf.c $(VMLINUX) $(wildcard include/jankbpf/*.h bpf/*.h bpf/compat/asm/*.h) | $(OUTPUT)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 $(OUTPUT)/%.bpf.o: $(OUTPUT)/%.tmp.bpf.o

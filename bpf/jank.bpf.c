@@ -23,6 +23,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/usdt.bpf.h>
 #include "jankbpf/events.h"
 #include "user_regs.bpf.h"
 
@@ -75,10 +76,16 @@ struct jb_thread {
 	__u8 offcpu_pending;  /* an off-CPU capture awaits its waker */
 	__u8 traced;          /* past trace_ns */
 	__u8 in_wait;         /* between entry into a wait and its return */
-	__u8 pad;
+	__u8 fresh_wait;      /* the wait returned, no marker task began since */
 	__u64 stash_seq;      /* task whose off-CPU capture is stashed, unsent */
 	__u64 wake_ns;        /* last wakeup while asleep in the wait (0: none) */
 	__u64 delivery_ns;    /* current task: that wakeup to the wait's return */
+	/* Markers: begin/end nesting depth; while > 0 waits bound no task. */
+	__u32 depth;
+	__u32 boundary;       /* enum jb_boundary of the current task */
+	__u32 marker_id;      /* the marker whose span the current task is */
+	__u32 pad2;
+	char rname[JB_NAME_LEN]; /* the runnable's name read at the marker, or "" */
 };
 
 struct {
@@ -242,6 +249,9 @@ static __always_inline void fill_task_event(struct jb_task_event *e, __u32 type,
 	e->flags = (t->crossed ? JB_TASKF_CROSSED : 0) | (t->hung ? JB_TASKF_HUNG : 0);
 	e->threshold_ms = threshold_ns / 1000000;
 	e->delivery_ns = t->delivery_ns;
+	e->boundary = t->boundary;
+	e->marker_id = t->marker_id;
+	__builtin_memcpy(e->runnable_name, t->rname, sizeof(e->runnable_name));
 }
 
 /* A record about a watched thread that is not necessarily `current` (timer, scan). */
@@ -337,11 +347,35 @@ static __always_inline int on_wait_enter(void)
 		}
 		return 0;
 	}
+	/* Inside a marker's span (a nested loop, a blocking poll in a
+	 * callback) a wait is part of the task, not its end. */
+	if (t->depth)
+		return 0;
 	if (t->in_task)
 		end_task(t, tid, 0);
 	t->in_wait = 1;
 	t->wake_ns = 0;
 	return 0;
+}
+
+/* A new task on the current thread, from now. */
+static __always_inline void begin_task(struct jb_thread *t, __u64 now, __u32 boundary)
+{
+	t->begin_ns = now;
+	t->last_ns = now;
+	t->state = JB_ST_RUNNING;
+	for (int i = 0; i < JB_ST_NR; i++)
+		t->state_ns[i] = 0;
+	t->crossed = 0;
+	t->hung = 0;
+	t->traced = 0;
+	leave_long(t);
+	t->last_sample_ns = 0;
+	t->seq++;
+	t->boundary = boundary;
+	t->marker_id = 0;
+	t->rname[0] = 0;
+	t->in_task = 1;
 }
 
 /* Return from a wait: a new task starts, unless the process is still starting. */
@@ -357,6 +391,8 @@ static __always_inline int on_wait_exit(__u32 nr)
 		if (!t)
 			return 0;
 	}
+	if (t->depth)  /* a wait inside a marker's span */
+		return 0;
 	/*
 	 * Delivery: from the wakeup that ended the wait to here, where the
 	 * thread is back on a CPU and returns to its loop. 0 when the wait
@@ -365,22 +401,12 @@ static __always_inline int on_wait_exit(__u32 nr)
 	t->delivery_ns = t->in_wait && t->wake_ns && now > t->wake_ns ? now - t->wake_ns : 0;
 	t->in_wait = 0;
 	t->wake_ns = 0;
+	t->fresh_wait = 1;
 	/* Seed rule: no checks in the first ignore_startup_ns of a process. */
 	if (now - t->proc_start_ns < ignore_startup_ns)
 		return 0;
-	t->begin_ns = now;
-	t->last_ns = now;
-	t->state = JB_ST_RUNNING;
-	for (int i = 0; i < JB_ST_NR; i++)
-		t->state_ns[i] = 0;
 	t->wait_nr = nr;
-	t->crossed = 0;
-	t->hung = 0;
-	t->traced = 0;
-	leave_long(t);
-	t->last_sample_ns = 0;
-	t->seq++;
-	t->in_task = 1;
+	begin_task(t, now, JB_BOUND_SYSCALL);
 	return 0;
 }
 
@@ -404,6 +430,99 @@ WAIT_HOOKS(poll)
 WAIT_HOOKS(ppoll)
 WAIT_HOOKS(select)
 WAIT_HOOKS(pselect6)
+
+/* ---- markers: uprobes and USDT probes that bound tasks ------------------ */
+
+/*
+ * A runtime's own dispatch marks (--marker, GLib, libuv). The outermost
+ * begin ends the task running since the wait returned and starts one that
+ * is the marker's span; its end starts a task that runs to the next wait or
+ * marker. Between them depth counts nested begins, and waits neither end
+ * nor start tasks. One program per kind, attached once per probe site
+ * system-wide: the cookie says which marker, and the eligibility rules of
+ * the waits (track_current) filter here in the kernel.
+ */
+static __noinline int marker_begin(struct pt_regs *ctx, __u64 cookie, bool usdt)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	__u64 now, delivery;
+
+	if (!t) {
+		t = track_current(tid, id >> 32);
+		if (!t)
+			return 0;
+	}
+	if (t->depth >= JB_MAX_DEPTH)
+		return 0;
+	if (t->depth++)
+		return 0;  /* nested: part of the outer span */
+	now = bpf_ktime_get_ns();
+	/* The first dispatch after a wait inherits that wait's delivery. */
+	delivery = t->fresh_wait ? t->delivery_ns : 0;
+	t->fresh_wait = 0;
+	if (t->in_task)
+		end_task(t, tid, 0);
+	if (now - t->proc_start_ns < ignore_startup_ns)
+		return 0;
+	begin_task(t, now, JB_BOUND_MARKER);
+	t->marker_id = (__u32)cookie;
+	t->delivery_ns = delivery;
+	if (usdt && (cookie & JB_MARKER_NAME_ARG)) {
+		long arg = 0;
+		/* The probe's first argument, when it is a string, names the runnable. */
+		if (bpf_usdt_arg_cnt(ctx) > 0 && bpf_usdt_arg(ctx, 0, &arg) == 0 && arg &&
+		    bpf_probe_read_user_str(t->rname, sizeof(t->rname), (void *)arg) < 0)
+			t->rname[0] = 0;
+	}
+	return 0;
+}
+
+static __noinline int marker_end(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	__u64 now;
+
+	/* depth 0: an end whose begin came before we attached. */
+	if (!t || !t->depth)
+		return 0;
+	if (--t->depth)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (t->in_task)
+		end_task(t, tid, 0);
+	if (now - t->proc_start_ns < ignore_startup_ns)
+		return 0;
+	begin_task(t, now, JB_BOUND_AFTER_MARKER);
+	t->delivery_ns = 0;
+	return 0;
+}
+
+SEC("uprobe")
+int jb_mark_begin(struct pt_regs *ctx)
+{
+	return marker_begin(ctx, bpf_get_attach_cookie(ctx), false);
+}
+
+SEC("uprobe")
+int jb_mark_end(struct pt_regs *ctx)
+{
+	return marker_end();
+}
+
+SEC("usdt")
+int jb_usdt_begin(struct pt_regs *ctx)
+{
+	return marker_begin(ctx, bpf_usdt_cookie(ctx), true);
+}
+
+SEC("usdt")
+int jb_usdt_end(struct pt_regs *ctx)
+{
+	return marker_end();
+}
 
 /* ---- watchdog: what to do at a check ------------------------------------ */
 

@@ -15,6 +15,18 @@
 #endif
 
 #define JB_COMM_LEN 16
+#define JB_NAME_LEN 64    /* runnable names read at a marker */
+#define JB_MAX_DEPTH 64   /* marker nesting counted per thread */
+
+/* What bounds a task (jb_task_event.boundary). */
+enum jb_boundary {
+	JB_BOUND_SYSCALL = 0,      /* from a wait's return to the next wait or marker */
+	JB_BOUND_MARKER = 1,       /* a marker's span: outermost begin to its end */
+	JB_BOUND_AFTER_MARKER = 2, /* from a marker's end to the next wait or marker */
+};
+
+/* Marker cookies: the marker's id in the low 32 bits, and flags. */
+#define JB_MARKER_NAME_ARG (1ull << 32) /* USDT: a string first argument names the runnable */
 
 enum jb_event_type {
 	JB_EV_TASK_END = 1, /* a task that reached the threshold has ended */
@@ -81,6 +93,9 @@ struct jb_task_event {
 	char comm[JB_COMM_LEN];       /* thread name */
 	char proc_comm[JB_COMM_LEN];  /* group leader name */
 	__u64 delivery_ns;            /* wakeup that ended the wait -> its return */
+	__u32 boundary;               /* enum jb_boundary */
+	__u32 marker_id;              /* with JB_BOUND_MARKER: which marker */
+	char runnable_name[JB_NAME_LEN]; /* read at the marker ("" if none) */
 };
 
 /* JB_EV_EXIT */

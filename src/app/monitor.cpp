@@ -44,6 +44,11 @@ int Monitor::run() {
   started_ns_ = monotonic_ns();
   // 1. Targets named by pid must exist before anything is loaded.
   if (!check_targets()) return kExitUsage;
+  //    Markers name binaries, functions and probes that must exist too.
+  if (std::string why; !markers_.plan(opts_.markers, &why)) {
+    log::error("%s", why.c_str());
+    return kExitUsage;
+  }
   // 2. Signals, the deadline and the pidfds go through one epoll set.
   if (!setup_loop()) return kExitFailure;
   // 3. The command, if any, is forked now and held until we are attached.
@@ -172,6 +177,7 @@ bool Monitor::start_detector() {
   cfg.comm = opts_.comm;
   cfg.self_tgid = getpid();
   cfg.watchdog = opts_.watchdog;
+  cfg.markers = !markers_.empty();
 
   std::string error;
   detector_ = Detector::start(cfg, [this](std::span<const uint8_t> rec) { on_record(rec); }, &error);
@@ -180,9 +186,28 @@ bool Monitor::start_detector() {
     return false;
   }
   for (pid_t pid : opts_.pids) detector_->add_target(pid);
+  if (!attach_markers()) return false;
   if (!epoll_add(epoll_.get(), detector_->ready_fd(), kTagRing)) {
     log::error("cannot watch the ring buffer: %s", strerror(errno));
     return false;
+  }
+  return true;
+}
+
+// Each marker's probe sites, once per site, in every process that runs the
+// binary (now or later): the kernel filters by the watched threads.
+bool Monitor::attach_markers() {
+  for (const auto& a : markers_.attachments()) {
+    std::string error;
+    bool ok = a.kind == ProbeSpec::Kind::Usdt
+                  ? detector_->attach_usdt(a.binary, a.provider, a.name, a.begin, a.cookie, &error)
+                  : detector_->attach_uprobe(a.binary, a.offset, a.kind == ProbeSpec::Kind::Uretprobe,
+                                             a.begin, a.cookie, &error);
+    if (!ok) {
+      log::error("cannot attach the marker %s: %s", a.describe().c_str(), error.c_str());
+      return false;
+    }
+    log::info("marker: %s", a.describe().c_str());
   }
   return true;
 }
@@ -194,9 +219,13 @@ void Monitor::announce_attached() {
                      : !opts_.comm.empty()  ? "processes named '" + opts_.comm + "'"
                      : !opts_.command.empty() ? "the command"
                                               : "every process";
-  log::status("attached: %d BPF programs, watchdog=%s; watching %s of %s, threshold %u ms",
+  std::string marks;
+  if (!markers_.empty())
+    marks = "; " + std::to_string(markers_.markers().size()) + " marker(s) at " +
+            std::to_string(detector_->marker_links()) + " probe site(s)";
+  log::status("attached: %d BPF programs, watchdog=%s; watching %s of %s, threshold %u ms%s",
               detector_->programs_attached(), detector_->watchdog_name(), scope, what.c_str(),
-              opts_.threshold_ms);
+              opts_.threshold_ms, marks.c_str());
 }
 
 bool Monitor::start_stacks() {

@@ -16,6 +16,7 @@
 #include "app/trace_keeper.h"
 #include "bpf/detector.h"
 #include "cli/options.h"
+#include "markers/markers.h"
 #include "output/output.h"
 #include "sampling/perf_sampler.h"
 #include "util/clock.h"
@@ -34,6 +35,7 @@ class Monitor {
   bool check_targets();
   bool setup_loop();
   bool start_detector();
+  bool attach_markers();
   bool start_stacks();
   void start_traces();
   void announce_attached();
@@ -49,7 +51,8 @@ class Monitor {
   Options opts_;
   std::unique_ptr<JsonLinesOutput> out_;
   EpochClock clock_;
-  RecordBuilder builder_{clock_};
+  MarkerTable markers_;
+  RecordBuilder builder_{clock_, markers_};
   std::unique_ptr<Detector> detector_;
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<TraceKeeper> traces_;

@@ -45,6 +45,17 @@ TaskRecord RecordBuilder::task(const jb_task_event& e) {
   r.wait_syscall = name ? std::string(*name) : "syscall_" + std::to_string(e.wait_syscall);
   r.task_seq = e.seq;
   r.app_start_jiffies_time = mono_ns_to_jiffies(e.begin_ns);
+  switch (e.boundary) {
+    case JB_BOUND_MARKER: {
+      r.boundary = "marker";
+      const MarkerInfo* m = markers_ ? markers_->find(e.marker_id) : nullptr;
+      r.runnable_name = runnable_name(e.runnable_name, sizeof e.runnable_name, m);
+      if (m) r.marker = *m;
+      break;
+    }
+    case JB_BOUND_AFTER_MARKER: r.boundary = "after_marker"; break;
+    default: r.boundary = "syscall"; break;
+  }
   r.seen_running = e.flags & JB_TASKF_CROSSED;
   r.unrecovered = e.flags & JB_TASKF_UNRECOVERED;
   return r;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "jankbpf/events.h"
+#include "markers/markers.h"
 #include "model/records.h"
 #include "proc/process_info.h"
 #include "util/clock.h"
@@ -12,6 +13,7 @@ namespace jankbpf {
 class RecordBuilder {
  public:
   explicit RecordBuilder(const EpochClock& clock) : clock_(clock) {}
+  RecordBuilder(const EpochClock& clock, const MarkerTable& markers) : clock_(clock), markers_(&markers) {}
 
   // JB_EV_TASK_END -> jank, JB_EV_HANG -> hang (JB_EV_CROSSING -> jank-shaped).
   TaskRecord task(const jb_task_event& e);
@@ -19,6 +21,7 @@ class RecordBuilder {
 
  private:
   const EpochClock& clock_;
+  const MarkerTable* markers_ = nullptr;
   ExeCache exes_;
 };
 

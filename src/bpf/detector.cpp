@@ -40,7 +40,7 @@ int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list ap) {
 }
 
 // The timer watchdog needs tp_btf programs; the scan watchdog raw_tp + perf_event.
-void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu) {
+void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu, bool markers) {
   const bool timer = mode == WatchdogMode::Timer;
   bpf_program* btf_progs[] = {skel->progs.jb_switch_btf, skel->progs.jb_wakeup_btf,
                               skel->progs.jb_wakeup_new_btf, skel->progs.jb_exit_btf,
@@ -53,6 +53,12 @@ void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu
   bpf_program__set_autoload(skel->progs.jb_waking_btf, timer && offcpu);
   for (auto* p : raw_progs) bpf_program__set_autoload(p, !timer);
   bpf_program__set_autoload(skel->progs.jb_sample, stacks);
+  // Markers are attached one probe site at a time (attach_uprobe/usdt).
+  for (auto* p : {skel->progs.jb_mark_begin, skel->progs.jb_mark_end, skel->progs.jb_usdt_begin,
+                  skel->progs.jb_usdt_end}) {
+    bpf_program__set_autoload(p, markers);
+    bpf_program__set_autoattach(p, false);
+  }
 
   // Wait hooks: only the syscalls this arch has and this kernel traces.
   bpf_program* prog;
@@ -122,7 +128,8 @@ bool Detector::load(const DetectorConfig& cfg, WatchdogMode mode, std::string* e
   ro->offcpu_enabled = offcpu_;
   ro->trace_ns = cfg.trace_ns;
   stacks_ = cfg.early_ns != 0;
-  select_programs(skel_.get(), mode, stacks_, offcpu_);
+  markers_ = cfg.markers;
+  select_programs(skel_.get(), mode, stacks_, offcpu_, markers_);
 
   if (int err = jank_bpf__load(skel_.get())) {
     std::string why = g_libbpf_last;
@@ -187,6 +194,59 @@ bool Detector::attach_scan_tick(std::string* error) {
   }
   *error = std::string("cannot open the cpu-clock event for the scan watchdog: ") + strerror(errno);
   return false;
+}
+
+namespace {
+std::string last_libbpf_line() {
+  std::string why = g_libbpf_last;
+  while (!why.empty() && why.back() == '\n') why.pop_back();
+  auto nl = why.rfind('\n');
+  if (nl != std::string::npos) why = why.substr(nl + 1);
+  return why;
+}
+}  // namespace
+
+bool Detector::attach_uprobe(const std::string& binary, uint64_t offset, bool retprobe, bool begin,
+                             uint64_t cookie, std::string* error) {
+  if (!markers_) {
+    *error = "marker programs not loaded";
+    return false;
+  }
+  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie, .retprobe = retprobe);
+  g_libbpf_last.clear();
+  bpf_link* link = bpf_program__attach_uprobe_opts(
+      begin ? skel_->progs.jb_mark_begin : skel_->progs.jb_mark_end, -1, binary.c_str(),
+      static_cast<size_t>(offset), &opts);
+  if (!link) {
+    int err = errno;
+    std::string why = last_libbpf_line();
+    *error = std::string(strerror(err)) + (why.empty() ? "" : " (" + why + ")");
+    return false;
+  }
+  extra_links_.emplace_back(link);
+  marker_links_++;
+  return true;
+}
+
+bool Detector::attach_usdt(const std::string& binary, const std::string& provider,
+                           const std::string& name, bool begin, uint64_t cookie, std::string* error) {
+  if (!markers_) {
+    *error = "marker programs not loaded";
+    return false;
+  }
+  LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = cookie);
+  g_libbpf_last.clear();
+  bpf_link* link = bpf_program__attach_usdt(begin ? skel_->progs.jb_usdt_begin : skel_->progs.jb_usdt_end,
+                                            -1, binary.c_str(), provider.c_str(), name.c_str(), &opts);
+  if (!link) {
+    int err = errno;
+    std::string why = last_libbpf_line();
+    *error = std::string(strerror(err)) + (why.empty() ? "" : " (" + why + ")");
+    return false;
+  }
+  extra_links_.emplace_back(link);
+  marker_links_++;
+  return true;
 }
 
 int Detector::ready_fd() const { return ring_buffer__epoll_fd(rb_.get()); }

@@ -37,6 +37,7 @@ struct DetectorConfig {
   uint64_t sample_window_ns = 0;
   bool offcpu = false;  // off-CPU captures (timer watchdog only: needs tp_btf)
   uint64_t trace_ns = 0;  // trace bound (0: no JB_EV_TRACE records)
+  bool markers = false;   // load the marker programs (attach_uprobe/attach_usdt)
 };
 
 // Counters kept in the kernel, summed over CPUs.
@@ -73,6 +74,14 @@ class Detector {
   int drain();
   // Watch this process (with filter_pids), or just report its exit.
   bool add_target(pid_t pid);
+  // Markers (cfg.markers): a begin or end program at a function's entry
+  // (or return) at file offset `offset` of `binary`, or at a USDT probe,
+  // in every process (pid -1). `cookie` is the marker's id and flags.
+  bool attach_uprobe(const std::string& binary, uint64_t offset, bool retprobe, bool begin,
+                     uint64_t cookie, std::string* error);
+  bool attach_usdt(const std::string& binary, const std::string& provider, const std::string& name,
+                   bool begin, uint64_t cookie, std::string* error);
+  int marker_links() const { return marker_links_; }
 
   KernelStats kernel_stats() const;
   std::vector<ProgramStats> program_stats() const;
@@ -101,7 +110,8 @@ class Detector {
   RecordHandler handler_;
   WatchdogMode mode_ = WatchdogMode::Auto;
   int attached_ = 0;
-  bool stacks_ = false, offcpu_ = false;
+  int marker_links_ = 0;
+  bool stacks_ = false, offcpu_ = false, markers_ = false;
 };
 
 }  // namespace jankbpf

@@ -14,6 +14,9 @@ Examples:
   sudo jankbpf --comm node --threads all        every thread of every 'node'
   sudo jankbpf --threshold 100 -- ./myapp --x   run a command and watch it
   sudo jankbpf --duration 60 --output janks.jsonl
+  sudo jankbpf --marker glib --marker libuv      a task per GLib dispatch, per libuv phase
+  sudo jankbpf --marker ./app:dispatch_begin,./app:dispatch_end
+  sudo jankbpf --marker ./app:run_one,./app:run_one%return --marker ./app:loop:begin,./app:loop:end
 
 Output: one JSON object per line on stdout (records: jank, hang, exit,
 summary); status messages go to stderr. Exit status: 0 ok, 1 runtime
@@ -108,6 +111,13 @@ ParseOutcome parse_options(int argc, char** argv) {
                  "How running tasks are checked: timer (bpf_timer), scan (cpu-clock tick), auto (timer when the kernel allows)")
       ->check(CLI::IsMember({"auto", "timer", "scan"}))
       ->type_name("auto|timer|scan");
+  std::vector<std::string> markers;
+  app.add_option("--marker", markers,
+                 "Task boundaries marked by the program (repeatable): BEGIN,END where each is "
+                 "BINARY:SYMBOL (uprobe), BINARY:SYMBOL%return (uretprobe) or BINARY:PROVIDER:NAME "
+                 "(USDT); or a preset: glib, libuv, glib=BINARY, libuv=BINARY")
+      ->allow_extra_args(false)
+      ->type_name("SPEC");
   auto* cmd = app.add_option("command", o.command, "Command to run and watch (after --)")
                   ->type_name("-- CMD [ARGS...]");
   pid->excludes(comm)->excludes(cmd);
@@ -134,6 +144,17 @@ ParseOutcome parse_options(int argc, char** argv) {
   if (o.hang_ms <= o.threshold_ms)
     return usage_error("--hang-threshold (" + std::to_string(o.hang_ms) + " ms)" + threshold);
   if (*dur) o.duration_s = duration;
+  for (const auto& m : markers) {
+    std::string why;
+    auto spec = parse_marker(m, &why);
+    if (!spec) {
+      out.exit_code = kExitUsage;
+      out.message_is_error = true;
+      out.message = "--marker: " + why;
+      return out;
+    }
+    o.markers.push_back(std::move(*spec));
+  }
   try {
     ConfigBuilder cb;
     if (!config_path.empty()) cb.load_file(config_path);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/jank_config.h"
+#include "markers/marker_spec.h"
 
 namespace jankbpf {
 
@@ -39,6 +40,8 @@ struct Options {
   std::string output_path;  // empty: stdout
   int verbosity = 0;
   WatchdogMode watchdog = WatchdogMode::Auto;
+  // Task markers (--marker): a task is a marker's span where one fires.
+  std::vector<MarkerSpec> markers;
 
   bool system_wide() const { return pids.empty() && comm.empty() && command.empty(); }
 };

@@ -6,7 +6,10 @@
 
 #include <cstdint>
 #include <string>
+#include <optional>
 #include <vector>
+
+#include "markers/markers.h"
 
 namespace jankbpf {
 
@@ -74,6 +77,12 @@ struct TaskRecord {
   // thread waited for a CPU before the task could start (not part of it).
   double delivery_ms = 0;
   std::string wait_syscall;
+  // What bounded the task: "syscall" (a wait's return to the next wait or
+  // marker), "marker" (a marker's span), "after_marker" (a marker's end to
+  // the next wait or marker).
+  std::string boundary = "syscall";
+  std::string runnable_name;         // marker tasks: what ran
+  std::optional<MarkerInfo> marker;  // marker tasks: which marker
   uint64_t task_seq = 0;      // per-thread task number
   int64_t app_start_jiffies_time = 0;
   bool seen_running = false;  // the crossing was detected while it ran

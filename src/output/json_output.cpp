@@ -50,6 +50,15 @@ std::string to_json_line(const TaskRecord& r) {
   j["state_ms"] = state_json(r.state);
   j["delivery_ms"] = ms3(r.delivery_ms);
   j["wait_syscall"] = r.wait_syscall;
+  j["boundary"] = r.boundary;
+  if (r.boundary == "marker") {
+    j["runnable_name"] = r.runnable_name;
+    if (r.marker) {
+      Json m{{"type", r.marker->type}, {"binary", r.marker->binary}, {"probe", r.marker->probe}};
+      if (!r.marker->runtime.empty()) m["runtime"] = r.marker->runtime;
+      j["marker"] = m;
+    }
+  }
   j["cgroup"] = r.proc.cgroup;
   if (!r.proc.container_id.empty()) j["container_id"] = r.proc.container_id;
   j["app_start_jiffies_time"] = r.app_start_jiffies_time;
