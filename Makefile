@@ -52,6 +52,7 @@ UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 UNIT_OBJS := $(patsubst tests/unit/%.cpp,$(OUTPUT)/unit/%.o,$(UNIT_SRCS))
 APP_SRCS := $(wildcard tests/apps/*.c)
 APPS := $(patsubst tests/apps/%.c,$(OUTPUT)/tests/%,$(APP_SRCS))
+APPS += $(OUTPUT)/tests/glib_loop_sdt  # glib_loop.c again, with GLib's SDT probes
 
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
@@ -133,6 +134,15 @@ $(OUTPUT)/jankbpf-unit: $(UNIT_OBJS) $(OBJS)
 # Purpose-built targets: -O2 without frame pointers, as binaries ship.
 $(OUTPUT)/tests/%: tests/apps/%.c | $(OUTPUT)/tests
 	$(CC) $(APP_CFLAGS) $< -o $@ -lm
+
+# GLib main-loop targets: on the system's GLib, and (glib_loop_sdt) also
+# carrying GLib's SDT probe definitions (sys/sdt.h), for the USDT path.
+GLIB_CFLAGS = $(shell $(PKG_CONFIG) --cflags glib-2.0)
+GLIB_LIBS = $(shell $(PKG_CONFIG) --libs glib-2.0)
+$(OUTPUT)/tests/glib_loop: tests/apps/glib_loop.c | $(OUTPUT)/tests
+	$(CC) $(APP_CFLAGS) $(GLIB_CFLAGS) $< -o $@ $(GLIB_LIBS) -lm
+$(OUTPUT)/tests/glib_loop_sdt: tests/apps/glib_loop.c | $(OUTPUT)/tests
+	$(CC) $(APP_CFLAGS) -DGLIB_SDT $(GLIB_CFLAGS) $< -o $@ $(GLIB_LIBS) -lm
 
 clean:
 	rm -rf build

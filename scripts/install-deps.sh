@@ -13,15 +13,15 @@ set -euo pipefail
 arch=${1:-x86}
 
 # Build and runtime dependencies of the native build, and what `make test`
-# and `make bench` drive. sys/sdt.h (systemtap-sdt-dev) builds the marker
-# test target.
+# and `make bench` drive. sys/sdt.h (systemtap-sdt-dev) and GLib
+# (libglib2.0-dev) build the marker test targets.
 pkgs=(
   make clang llvm gcc g++ pkg-config
   libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev
   libcli11-dev nlohmann-json3-dev catch2
   trace-cmd
   python3 python3-pytest nodejs
-  systemtap-sdt-dev
+  systemtap-sdt-dev libglib2.0-dev
 )
 
 # arm64 (make ARCH=arm64): the cross compilers (they pull in the arm64 libc

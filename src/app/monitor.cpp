@@ -66,7 +66,7 @@ int Monitor::run() {
   rc.log_cap = opts_.log_cap;
   rc.dev = opts_.dev;
   rc.trace_threshold_ms = opts_.trace_threshold_ms;
-  reporter_ = std::make_unique<Reporter>(rc, *out_);
+  reporter_ = std::make_unique<Reporter>(rc, named_out_);
   if (!start_detector() || !start_stacks()) {
     launcher_.abandon();
     reporter_->finish();

@@ -17,6 +17,7 @@
 #include "bpf/detector.h"
 #include "cli/options.h"
 #include "markers/markers.h"
+#include "markers/naming.h"
 #include "output/output.h"
 #include "sampling/perf_sampler.h"
 #include "util/clock.h"
@@ -50,6 +51,7 @@ class Monitor {
 
   Options opts_;
   std::unique_ptr<JsonLinesOutput> out_;
+  NamingOutput named_out_{*out_};  // names runtime markers' tasks from their stacks
   EpochClock clock_;
   MarkerTable markers_;
   RecordBuilder builder_{clock_, markers_};

@@ -1,0 +1,65 @@
+#include "markers/naming.h"
+
+#include <string_view>
+
+namespace jankbpf {
+namespace {
+
+// "node::Environment::RunTimers(uv_timer_s*)" -> "node::Environment::RunTimers"
+std::string_view function_name(std::string_view symbol) {
+  int depth = 0;
+  for (size_t i = symbol.size(); i-- > 0;) {
+    if (symbol[i] == ')') depth++;
+    else if (symbol[i] == '(' && depth > 0 && --depth == 0) return symbol.substr(0, i);
+  }
+  return symbol;
+}
+
+bool runtime_internal(const StackFrame& f) {
+  return f.jit && (f.file.starts_with("node:") || f.file.starts_with("internal/"));
+}
+
+}  // namespace
+
+void name_runnable_from_stack(TaskRecord& r) {
+  if (r.boundary != "marker" || !r.marker || r.marker->runtime.empty() || r.marker->type == "usdt")
+    return;
+  const auto& stack = r.stack;  // leaf first
+  // The marker's own frame: the outermost one of its function.
+  size_t k = stack.size();
+  for (size_t i = stack.size(); i-- > 0;) {
+    if (!stack[i].kernel && function_name(stack[i].symbol) == r.marker->name) {
+      k = i;
+      break;
+    }
+  }
+  if (k == stack.size() || k == 0) return;
+  const int runtime_module = stack[k].module_index;
+  for (size_t i = k; i-- > 0;) {
+    const StackFrame& f = stack[i];
+    if (f.kernel || f.inlined) continue;
+    if (!f.jit && f.module_index == runtime_module) continue;
+    if (runtime_internal(f)) continue;
+    if (!f.symbol.empty()) {
+      r.runnable_name = std::string(function_name(f.symbol));
+      return;
+    }
+    if (f.jit && !f.file.empty()) {
+      r.runnable_name = "(anonymous " + f.file + ")";
+      return;
+    }
+    break;  // an unnamed frame: keep the marker's name
+  }
+}
+
+void NamingOutput::emit(const TaskRecord& r) {
+  if (r.boundary == "marker" && r.marker && !r.marker->runtime.empty() && !r.stack.empty()) {
+    TaskRecord named = r;
+    name_runnable_from_stack(named);
+    next_.emit(named);
+    return;
+  }
+  next_.emit(r);
+}
+
+}  // namespace jankbpf

@@ -1,0 +1,30 @@
+// Names a runtime's marker tasks after the callback that ran, from the
+// task's stack: what a uprobe on a loop phase (uv__run_timers,
+// g_main_context_dispatch) cannot read, the stack shows, as Firefox names
+// a runnable and Android a Looper message by its target.
+#pragma once
+
+#include "output/output.h"
+
+namespace jankbpf {
+
+// For a task bounded by a runtime preset's uprobe marker (GLib's fallback,
+// libuv's phases) with a stack: the callback is the first frame, walking
+// from the marker's function toward the leaf, outside the marker's module,
+// skipping the runtime's own JavaScript (Node's "node:" internals); a JIT
+// frame gives the JS function's name. Leaves other records alone.
+void name_runnable_from_stack(TaskRecord& r);
+
+// An Output that names task records so, then hands every record on.
+class NamingOutput final : public Output {
+ public:
+  explicit NamingOutput(Output& next) : next_(next) {}
+  void emit(const TaskRecord& r) override;
+  void emit(const ExitRecord& r) override { next_.emit(r); }
+  void emit(const SummaryRecord& r) override { next_.emit(r); }
+
+ private:
+  Output& next_;
+};
+
+}  // namespace jankbpf
