@@ -12,6 +12,7 @@
 #include "jankbpf/events.h"
 #include "markers/marker_spec.h"
 #include "markers/markers.h"
+#include "markers/naming.h"
 #include "markers/probe_elf.h"
 #include "output/output.h"
 #include "util/clock.h"
@@ -241,4 +242,80 @@ TEST_CASE("--marker is repeatable, one spec per flag", "[markers][cli]") {
   CHECK_FALSE(r.options);
   CHECK(r.exit_code == kExitUsage);
   CHECK(r.message.find("--marker") != std::string::npos);
+}
+
+namespace {
+StackFrame frame(const char* symbol, int module, bool jit = false, const char* file = "") {
+  StackFrame f;
+  f.symbol = symbol;
+  f.module_index = module;
+  f.jit = jit;
+  f.file = file;
+  return f;
+}
+
+TaskRecord runtime_task(const char* runtime, const char* marker_name) {
+  TaskRecord r;
+  r.boundary = "marker";
+  MarkerInfo m;
+  m.type = "uprobe";
+  m.runtime = runtime;
+  m.name = marker_name;
+  r.marker = m;
+  r.runnable_name = marker_name;
+  return r;
+}
+}  // namespace
+
+TEST_CASE("runtime marker tasks are named after the callback in their stack", "[markers]") {
+  // Node: native frames of the node binary (module 1), then JIT frames,
+  // Node's internal JS, and the user's callback.
+  auto r = runtime_task("libuv", "uv__run_timers");
+  r.stack = {frame("gettimeofday", 0), frame("v8::base::Time::Now()", 1),
+             frame("busyLoopForJank", -1, true, "/tmp/a.js:1"),
+             frame("slowTimeoutCallback", -1, true, "/tmp/a.js:6"),
+             frame("listOnTimeout", -1, true, "node:internal/timers:524"),
+             frame("processTimers", -1, true, "node:internal/timers:504"),
+             frame("Builtins_JSEntry", 1), frame("node::Environment::RunTimers(uv_timer_s*)", 1),
+             frame("uv__run_timers", 1)};
+  name_runnable_from_stack(r);
+  CHECK(r.runnable_name == "slowTimeoutCallback");
+
+  // A C program on libuv.so (module 2): the callback is the app's function.
+  r = runtime_task("libuv", "uv__run_timers");
+  r.stack = {frame("spin", 3), frame("on_timer", 3), frame("uv__run_timers", 2), frame("uv_run", 2),
+             frame("main", 3)};
+  name_runnable_from_stack(r);
+  CHECK(r.runnable_name == "on_timer");
+
+  // GLib without symbols for its static dispatchers (unnamed frames in libglib).
+  r = runtime_task("glib", "g_main_context_dispatch");
+  r.stack = {frame("clock_nanosleep", 0), frame("g_usleep", 1), frame("slow_cb", 2), frame("", 1),
+             frame("g_main_context_dispatch", 1)};
+  name_runnable_from_stack(r);
+  CHECK(r.runnable_name == "slow_cb");
+
+  // An anonymous JS callback is named by its place.
+  r = runtime_task("libuv", "uv__run_check");
+  r.stack = {frame("", -1, true, "/srv/app.js:12"), frame("processImmediate", -1, true, "node:internal/timers:476"),
+             frame("node::Environment::CheckImmediate(uv_check_s*)", 1), frame("uv__run_check", 1)};
+  name_runnable_from_stack(r);
+  CHECK(r.runnable_name == "(anonymous /srv/app.js:12)");
+
+  // Stacks that do not reach the marker's function, custom markers, USDT
+  // markers and syscall tasks keep their names.
+  r = runtime_task("glib", "g_main_context_dispatch");
+  r.stack = {frame("spin", 2), frame("slow_cb", 2)};
+  name_runnable_from_stack(r);
+  CHECK(r.runnable_name == "g_main_context_dispatch");
+  r = runtime_task("", "mark_begin");
+  r.stack = {frame("work", 2), frame("mark_begin", 1)};
+  name_runnable_from_stack(r);
+  CHECK(r.runnable_name == "mark_begin");
+  r = runtime_task("glib", "main__before_dispatch");
+  r.marker->type = "usdt";
+  r.runnable_name = "slow-timeout";
+  r.stack = {frame("slow_cb", 2), frame("main__before_dispatch", 1)};
+  name_runnable_from_stack(r);
+  CHECK(r.runnable_name == "slow-timeout");
 }
