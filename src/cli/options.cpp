@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "version.h"
+
 #include <map>
 
 namespace jankbpf {
