@@ -51,6 +51,9 @@ const volatile __u64 sample_window_ns = 2000 * 1000000ull;
 const volatile bool offcpu_enabled = false;
 /* Trace bound (0: no traces): a task past it gets a JB_EV_TRACE record. */
 const volatile __u64 trace_ns = 0;
+/* Markers: tell userspace of each thread tracked from now on, so it can
+ * attach to marked binaries of that process that no probe covers yet. */
+const volatile bool announce_tracked = false;
 
 /* Threads now inside a task past early_ns: userspace keeps the sampling
  * clocks on while this is non-zero and off otherwise (read through the
@@ -211,10 +214,25 @@ static __noinline struct jb_thread *track_current(__u32 tid, __u32 tgid)
 	fresh.pid = tgid;
 	fresh.state = JB_ST_RUNNING;
 	fresh.proc_start_ns = BPF_CORE_READ(leader, start_time);
-	if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST) &&
-	    !bpf_map_lookup_elem(&threads, &tid)) {
-		stat_inc(JB_STAT_THREADS_FULL);
-		return NULL;
+	if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST)) {
+		if (!bpf_map_lookup_elem(&threads, &tid))
+			stat_inc(JB_STAT_THREADS_FULL);
+		return bpf_map_lookup_elem(&threads, &tid);
+	}
+	if (announce_tracked) {
+		struct jb_tracked_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+		if (e) {
+			e->hdr.type = JB_EV_TRACKED;
+			e->hdr.pid = tgid;
+			e->hdr.tid = tid;
+			e->hdr.cpu = bpf_get_smp_processor_id();
+			e->hdr.time_ns = bpf_ktime_get_ns();
+			e->proc_start_ns = fresh.proc_start_ns;
+			bpf_ringbuf_submit(e, 0);
+		} else {
+			stat_inc(JB_STAT_RB_DROPS);
+		}
 	}
 	return bpf_map_lookup_elem(&threads, &tid);
 }
@@ -942,6 +960,42 @@ SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(jb_wakeup_new_btf, struct task_struct *p)
 {
 	on_wakeup(p);
+	return 0;
+}
+
+/*
+ * exec: the thread runs another program from here. Its task ends, and it is
+ * forgotten, to be tracked afresh at its first wait in the new program:
+ * --comm is checked against the new name, marker depth starts at 0, and
+ * with markers userspace looks at the binaries the new program maps.
+ */
+static __always_inline void on_exec(__u32 old_pid)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+	if (t) {
+		if (t->in_task)
+			end_task(t, tid, 0);
+		leave_long(t);
+		bpf_map_delete_elem(&threads, &tid);
+	}
+	/* A non-leader that execs takes the leader's pid; drop its old one too. */
+	if (old_pid != tid)
+		bpf_map_delete_elem(&threads, &old_pid);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(jb_exec_btf, struct task_struct *p, pid_t old_pid)
+{
+	on_exec(old_pid);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exec")
+int BPF_PROG(jb_exec_raw, struct task_struct *p, pid_t old_pid)
+{
+	on_exec(old_pid);
 	return 0;
 }
 

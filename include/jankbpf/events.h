@@ -38,6 +38,8 @@ enum jb_event_type {
 	JB_EV_OFFCPU = 6,   /* a long task's thread went to sleep: its stacks */
 	JB_EV_WAKER = 7,    /* who woke that thread */
 	JB_EV_TRACE = 8,    /* a running task passed the trace bound */
+	JB_EV_TRACKED = 9,  /* a thread is watched from now (with markers: look
+			     * for marked binaries its process maps) */
 };
 
 /* Where a watched thread is, for the per-task state breakdown. */
@@ -140,6 +142,12 @@ struct jb_waker_event {
 	__u32 ustack_bytes;        /* frame-pointer user stack, may be short */
 	__u64 kstack[JB_WAKER_DEPTH];
 	__u64 ustack[JB_WAKER_DEPTH];
+};
+
+/* JB_EV_TRACKED */
+struct jb_tracked_event {
+	struct jb_header hdr;
+	__u64 proc_start_ns; /* group leader start: tells a reused pid apart */
 };
 
 /* Value of the `procs` map, keyed by tgid. */

@@ -196,20 +196,44 @@ bool Monitor::start_detector() {
 
 // Each marker's probe sites, once per site, in every process that runs the
 // binary (now or later): the kernel filters by the watched threads.
+bool Monitor::attach_marker(const ProbeAttachment& a, std::string* error) {
+  return a.kind == ProbeSpec::Kind::Usdt
+             ? detector_->attach_usdt(a.binary, a.provider, a.name, a.begin, a.cookie, error)
+             : detector_->attach_uprobe(a.binary, a.offset, a.kind == ProbeSpec::Kind::Uretprobe,
+                                        a.begin, a.cookie, error);
+}
+
 bool Monitor::attach_markers() {
   for (const auto& a : markers_.attachments()) {
     std::string error;
-    bool ok = a.kind == ProbeSpec::Kind::Usdt
-                  ? detector_->attach_usdt(a.binary, a.provider, a.name, a.begin, a.cookie, &error)
-                  : detector_->attach_uprobe(a.binary, a.offset, a.kind == ProbeSpec::Kind::Uretprobe,
-                                             a.begin, a.cookie, &error);
-    if (!ok) {
+    if (!attach_marker(a, &error)) {
       log::error("cannot attach the marker %s: %s", a.describe().c_str(), error.c_str());
       return false;
     }
     log::info("marker: %s", a.describe().c_str());
   }
   return true;
+}
+
+// A process is watched from now (its first wait or marker, or its first
+// since an exec): the marked binaries it maps that no probe covers yet --
+// its own copy in a container, a file replaced on disk, a program it
+// exec'd -- get probes of their own, system-wide like the first ones.
+void Monitor::on_tracked(pid_t pid, pid_t tid, uint64_t proc_start_ns) {
+  if (markers_.empty()) return;
+  if (tracked_.size() > 100'000) tracked_.clear();
+  // Once per process; but an exec keeps the pid and the start time, and
+  // it is the main thread that is tracked afresh then: look again.
+  if (tid != pid && tracked_.count({pid, proc_start_ns})) return;
+  std::vector<std::string> notes;
+  auto fresh = markers_.plan_for_process(pid, &notes);
+  tracked_.insert({pid, proc_start_ns});
+  for (const auto& n : notes) log::info("%s", n.c_str());
+  for (const auto& a : fresh) {
+    std::string error;
+    if (!attach_marker(a, &error))
+      log::warn("cannot attach the marker %s: %s", a.describe().c_str(), error.c_str());
+  }
 }
 
 // The line scripts and benchmarks wait for: everything is in place now.
@@ -394,6 +418,13 @@ void Monitor::on_record(std::span<const uint8_t> rec) {
       reporter_->add_waker(e);
       return;
     }
+    case JB_EV_TRACKED: {
+      if (rec.size() < sizeof(jb_tracked_event)) break;
+      jb_tracked_event e;
+      memcpy(&e, rec.data(), sizeof e);
+      on_tracked(static_cast<pid_t>(e.hdr.pid), static_cast<pid_t>(e.hdr.tid), e.proc_start_ns);
+      return;
+    }
     case JB_EV_EXIT: {
       if (rec.size() < sizeof(jb_exit_event)) break;
       jb_exit_event e;
@@ -460,6 +491,7 @@ void Monitor::emit_summary() {
   s.suppressed = rs.suppressed;
   s.traces = traces_ ? traces_->saved() : 0;
   s.watchdog = detector_->watchdog_name();
+  s.marker_sites = static_cast<uint64_t>(detector_->marker_links());
   for (auto& p : detector_->program_stats()) s.bpf.push_back({p.name, p.run_cnt, p.run_time_ns});
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);

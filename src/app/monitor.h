@@ -37,6 +37,8 @@ class Monitor {
   bool setup_loop();
   bool start_detector();
   bool attach_markers();
+  bool attach_marker(const ProbeAttachment& a, std::string* error);
+  void on_tracked(pid_t pid, pid_t tid, uint64_t proc_start_ns);
   bool start_stacks();
   void start_traces();
   void announce_attached();
@@ -54,6 +56,7 @@ class Monitor {
   NamingOutput named_out_{*out_};  // names runtime markers' tasks from their stacks
   EpochClock clock_;
   MarkerTable markers_;
+  std::set<std::pair<pid_t, uint64_t>> tracked_;  // processes whose maps were looked at
   RecordBuilder builder_{clock_, markers_};
   std::unique_ptr<Detector> detector_;
   std::unique_ptr<Reporter> reporter_;

@@ -44,10 +44,10 @@ void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu
   const bool timer = mode == WatchdogMode::Timer;
   bpf_program* btf_progs[] = {skel->progs.jb_switch_btf, skel->progs.jb_wakeup_btf,
                               skel->progs.jb_wakeup_new_btf, skel->progs.jb_exit_btf,
-                              skel->progs.jb_waking_btf};
+                              skel->progs.jb_waking_btf, skel->progs.jb_exec_btf};
   bpf_program* raw_progs[] = {skel->progs.jb_switch_raw, skel->progs.jb_wakeup_raw,
                               skel->progs.jb_wakeup_new_raw, skel->progs.jb_exit_raw,
-                              skel->progs.jb_scan};
+                              skel->progs.jb_scan, skel->progs.jb_exec_raw};
   for (auto* p : btf_progs) bpf_program__set_autoload(p, timer);
   // The waker is only wanted with off-CPU captures.
   bpf_program__set_autoload(skel->progs.jb_waking_btf, timer && offcpu);
@@ -129,6 +129,7 @@ bool Detector::load(const DetectorConfig& cfg, WatchdogMode mode, std::string* e
   ro->trace_ns = cfg.trace_ns;
   stacks_ = cfg.early_ns != 0;
   markers_ = cfg.markers;
+  ro->announce_tracked = cfg.markers;
   select_programs(skel_.get(), mode, stacks_, offcpu_, markers_);
 
   if (int err = jank_bpf__load(skel_.get())) {

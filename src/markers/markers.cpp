@@ -1,6 +1,10 @@
 #include "markers/markers.h"
 
+#include <sys/stat.h>
+
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "jankbpf/events.h"
 #include "markers/probe_elf.h"
@@ -159,21 +163,121 @@ bool MarkerTable::add_libuv(const std::string& binary, std::string* error) {
   return true;
 }
 
+bool MarkerTable::plan_one(const MarkerSpec& s, const std::string& binary, std::string* error) {
+  switch (s.preset) {
+    case MarkerSpec::Preset::None: {
+      if (binary.empty()) return add_pair(s.begin, s.end, "", error);
+      ProbeSpec b = s.begin, e = s.end;
+      b.binary = e.binary = binary;
+      return add_pair(b, e, "", error);
+    }
+    case MarkerSpec::Preset::Glib: return add_glib(binary.empty() ? s.preset_binary : binary, error);
+    case MarkerSpec::Preset::Libuv: return add_libuv(binary.empty() ? s.preset_binary : binary, error);
+  }
+  return false;
+}
+
+void MarkerTable::note_file(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0)
+    files_.insert({static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)});
+}
+
 bool MarkerTable::plan(const std::vector<MarkerSpec>& specs, std::string* error) {
   for (const auto& s : specs) {
     std::string why;
-    bool ok = false;
-    switch (s.preset) {
-      case MarkerSpec::Preset::None: ok = add_pair(s.begin, s.end, "", &why); break;
-      case MarkerSpec::Preset::Glib: ok = add_glib(s.preset_binary, &why); break;
-      case MarkerSpec::Preset::Libuv: ok = add_libuv(s.preset_binary, &why); break;
-    }
-    if (!ok) {
+    size_t first = attachments_.size();
+    if (!plan_one(s, "", &why)) {
       *error = "--marker " + s.text + ": " + why;
       return false;
     }
+    specs_.push_back(s);
+    std::vector<std::string> paths;
+    for (size_t i = first; i < attachments_.size(); i++) {
+      note_file(attachments_[i].binary);
+      paths.push_back(attachments_[i].binary);
+    }
+    spec_paths_.push_back(std::move(paths));
   }
   return true;
+}
+
+namespace {
+std::string_view base_name(std::string_view p) {
+  auto slash = p.rfind('/');
+  return slash == std::string_view::npos ? p : p.substr(slash + 1);
+}
+}  // namespace
+
+bool MarkerTable::matches(const MarkerSpec& s, const std::string& mapped) const {
+  std::string_view base = base_name(mapped);
+  // The file the spec resolved to here, under the same path there.
+  const std::vector<std::string>* resolved = nullptr;
+  for (size_t i = 0; i < specs_.size(); i++)
+    if (&specs_[i] == &s) resolved = &spec_paths_[i];
+  auto named = [&](const std::string& given) {
+    if (given.empty()) return false;
+    if (given.find('/') == std::string::npos)  // a name: the same file name
+      return base == given || base.starts_with(given + ".");
+    if (mapped == given) return true;
+    if (resolved)
+      for (const auto& r : *resolved)
+        if (mapped == r) return true;
+    return false;
+  };
+  switch (s.preset) {
+    case MarkerSpec::Preset::None:
+      // One binary for both ends: a pair spread over two is not re-planned.
+      return s.begin.binary == s.end.binary && named(s.begin.binary);
+    case MarkerSpec::Preset::Glib:
+      if (!s.preset_binary.empty()) return named(s.preset_binary);
+      return base.starts_with("libglib-2.0.so");
+    case MarkerSpec::Preset::Libuv:
+      if (!s.preset_binary.empty()) return named(s.preset_binary);
+      return base == "node" || base.starts_with("libuv.so");
+  }
+  return false;
+}
+
+std::vector<ProbeAttachment> MarkerTable::plan_for_process(pid_t pid, std::vector<std::string>* notes) {
+  std::vector<ProbeAttachment> fresh;
+  const std::string proc = "/proc/" + std::to_string(pid);
+  std::ifstream maps(proc + "/maps");
+  std::set<std::string> seen;
+  std::string line;
+  while (std::getline(maps, line)) {
+    // start-end perms offset dev inode path
+    std::istringstream in(line);
+    std::string range, perms, offset, dev, inode, path;
+    if (!(in >> range >> perms >> offset >> dev >> inode)) continue;
+    std::getline(in >> std::ws, path);
+    if (perms.size() < 3 || perms[2] != 'x' || path.empty() || path[0] != '/') continue;
+    if (path.ends_with(" (deleted)") || !seen.insert(path).second) continue;
+    std::vector<size_t> wanted;
+    for (size_t i = 0; i < specs_.size(); i++)
+      if (matches(specs_[i], path)) wanted.push_back(i);
+    if (wanted.empty()) continue;
+    const std::string file = proc + "/root" + path;
+    struct stat st;
+    if (stat(file.c_str(), &st) != 0) continue;
+    if (!files_.insert({static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)}).second)
+      continue;  // covered already, or looked at before
+    for (size_t i : wanted) {
+      size_t first_marker = markers_.size(), first = attachments_.size();
+      std::string why;
+      if (!plan_one(specs_[i], file, &why)) {
+        notes->push_back("--marker " + specs_[i].text + ": pid " + std::to_string(pid) + "'s " + path +
+                         ": " + why);
+        continue;
+      }
+      // Records name the file as the process sees it.
+      for (size_t m = first_marker; m < markers_.size(); m++) markers_[m].binary = path;
+      for (size_t a = first; a < attachments_.size(); a++) fresh.push_back(attachments_[a]);
+      notes->push_back("--marker " + specs_[i].text + ": pid " + std::to_string(pid) + " maps " + path +
+                       ", a file no probe covers: attaching to it");
+    }
+  }
+  return fresh;
 }
 
 std::string runnable_name(const char* read, size_t max, const MarkerInfo* marker) {

@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "markers/marker_spec.h"
@@ -50,6 +52,17 @@ class MarkerTable {
   const MarkerInfo* find(uint32_t id) const;
   bool empty() const { return markers_.empty(); }
 
+  // A process seen for the first time (or since it exec'd): the marked
+  // binaries it maps that no attachment covers yet -- its own copy in a
+  // container, a binary replaced on disk since, another program it exec'd
+  // -- are planned as the user's specs were, through /proc/PID/root. Each
+  // file is looked at once. Returns the new attachments (also kept in
+  // attachments()); *notes says what was found, for the log.
+  std::vector<ProbeAttachment> plan_for_process(pid_t pid, std::vector<std::string>* notes);
+  // Whether `mapped` (a path as a process sees it) is the binary of spec
+  // `s`: the same path, or for a name or a preset, the same file name.
+  bool matches(const MarkerSpec& s, const std::string& mapped) const;
+
  private:
   bool add_pair(const ProbeSpec& begin, const ProbeSpec& end, const std::string& runtime,
                 std::string* error);
@@ -59,6 +72,12 @@ class MarkerTable {
                std::string* error);
   void push(ProbeAttachment a);
 
+  bool plan_one(const MarkerSpec& s, const std::string& binary, std::string* error);
+  void note_file(const std::string& path);
+
+  std::vector<MarkerSpec> specs_;
+  std::vector<std::vector<std::string>> spec_paths_;  // real paths each spec resolved to
+  std::set<std::pair<uint64_t, uint64_t>> files_;     // (dev, ino) of files looked at
   std::vector<MarkerInfo> markers_;
   std::vector<ProbeAttachment> attachments_;
   // Sites attached already: (kind, binary, offset or provider:name, begin).

@@ -55,6 +55,9 @@ std::optional<std::string> resolve_binary(const std::string& name, std::string* 
       *error = "'" + name + "': no such file";
       return std::nullopt;
     }
+    // /proc/PID/root/...: another mount namespace's file; realpath would
+    // follow the magic link to our own root.
+    if (name.starts_with("/proc/")) return name;
     return real(name);
   }
   std::vector<std::string> dirs = split_path_list(getenv("PATH"));

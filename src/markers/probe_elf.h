@@ -13,7 +13,8 @@ namespace jankbpf {
 // The real path of BINARY: a path (with a '/') as given; a bare name is
 // looked up in PATH, then in LD_LIBRARY_PATH and the standard library
 // directories (so "libglib-2.0.so.0" finds the system's GLib). Symlinks are
-// resolved: a uprobe belongs to the file, not to a name of it.
+// resolved: a uprobe belongs to the file, not to a name of it (except under
+// /proc/PID/root, another mount namespace's view, taken as it is).
 std::optional<std::string> resolve_binary(const std::string& name, std::string* error);
 
 struct FunctionSite {

@@ -134,6 +134,7 @@ struct SummaryRecord {
   uint64_t stack_logs = 0;       // stack files written
   uint64_t traces = 0;           // trace files written
   uint64_t suppressed = 0;       // janks reported without new logs (quotas)
+  uint64_t marker_sites = 0;     // probe sites markers are attached at (0: no --marker)
   double cpu_user_s = 0;
   double cpu_sys_s = 0;
   long max_rss_kb = 0;

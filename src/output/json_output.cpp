@@ -139,6 +139,7 @@ std::string to_json_line(const SummaryRecord& r) {
   j["stack_logs"] = r.stack_logs;
   j["traces"] = r.traces;
   j["suppressed"] = r.suppressed;
+  if (r.marker_sites) j["marker_sites"] = r.marker_sites;
   j["cpu_user_s"] = std::round(r.cpu_user_s * 1000.0) / 1000.0;
   j["cpu_sys_s"] = std::round(r.cpu_sys_s * 1000.0) / 1000.0;
   j["max_rss_kb"] = r.max_rss_kb;

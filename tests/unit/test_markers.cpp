@@ -319,3 +319,49 @@ TEST_CASE("runtime marker tasks are named after the callback in their stack", "[
   name_runnable_from_stack(r);
   CHECK(r.runnable_name == "slow-timeout");
 }
+
+TEST_CASE("which mapped files a marker's binary is, in another process's view", "[markers]") {
+  MarkerTable t;
+  std::string err;
+  auto custom = parse_marker(self_exe() + ":jankbpf_unit_marker_target," + self_exe() +
+                                 ":jankbpf_unit_marker_target%return",
+                             &err);
+  auto glib = parse_marker("glib", &err);
+  auto libuv = parse_marker("libuv", &err);
+  auto named = parse_marker("libc.so.6:malloc,libc.so.6:free", &err);
+  REQUIRE((custom && glib && libuv && named));
+  REQUIRE(t.plan({*custom, *named}, &err));
+  CHECK(t.matches(*custom, self_exe()));
+  CHECK_FALSE(t.matches(*custom, "/other/jankbpf-unit"));
+  CHECK(t.matches(*glib, "/usr/lib/x86_64-linux-gnu/libglib-2.0.so.0.7400.6"));
+  CHECK(t.matches(*glib, "/opt/gnome/lib/libglib-2.0.so.0"));
+  CHECK_FALSE(t.matches(*glib, "/usr/lib/x86_64-linux-gnu/libgio-2.0.so.0"));
+  CHECK(t.matches(*libuv, "/usr/local/bin/node"));
+  CHECK(t.matches(*libuv, "/usr/lib/x86_64-linux-gnu/libuv.so.1.0.0"));
+  CHECK_FALSE(t.matches(*libuv, "/usr/bin/nodejs-helper"));
+  // A name matches that file name, versioned or not, wherever it lives.
+  CHECK(t.matches(*named, "/lib/x86_64-linux-gnu/libc.so.6"));
+  CHECK(t.matches(*named, "/containers/x/lib/libc.so.6"));
+  CHECK_FALSE(t.matches(*named, "/lib/x86_64-linux-gnu/libm.so.6"));
+  auto given = parse_marker("glib=/opt/app/lib/libglib-2.0.so.0", &err);
+  REQUIRE(given);
+  CHECK(t.matches(*given, "/opt/app/lib/libglib-2.0.so.0"));
+  CHECK_FALSE(t.matches(*given, "/usr/lib/x86_64-linux-gnu/libglib-2.0.so.0"));
+}
+
+TEST_CASE("a process mapping only files the markers cover needs nothing more", "[markers]") {
+  MarkerTable t;
+  std::string err;
+  auto custom = parse_marker(self_exe() + ":jankbpf_unit_marker_target," + self_exe() +
+                                 ":jankbpf_unit_marker_target%return",
+                             &err);
+  REQUIRE(custom);
+  REQUIRE(t.plan({*custom}, &err));
+  size_t before = t.attachments().size();
+  std::vector<std::string> notes;
+  // This process maps its own executable, the file the marker resolved to.
+  CHECK(t.plan_for_process(getpid(), &notes).empty());
+  CHECK(notes.empty());
+  CHECK(t.attachments().size() == before);
+  CHECK(t.plan_for_process(999999999, &notes).empty());  // gone: nothing
+}
