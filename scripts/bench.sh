@@ -55,6 +55,7 @@ stats_before=$(cat /proc/sys/kernel/bpf_stats_enabled)
 py_pid=
 cleanup() {
   local rc=$?
+  # bench.py stops its own children on SIGINT/SIGTERM; wait for it.
   if [[ -n $py_pid ]] && kill -0 "$py_pid" 2>/dev/null; then
     kill -TERM "$py_pid" 2>/dev/null || true
     wait "$py_pid" 2>/dev/null || true
@@ -67,8 +68,24 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 # BCC_KERNEL_SOURCE: one tree holding both halves of Debian's split headers
-# package (the arch-independent -common and the per-flavour generated files),
-# as a farm of symlinks under $tmp.
+# package (the arch-independent -common and the per-flavour generated files):
+# symlinks under $tmp, with real directories only where both halves have the
+# same one (include/, arch/x86/include/, ...), so a few hundred links.
+merge_tree() {  # DST A B: B wins where both have a file
+  local dst=$1 a=$2 b=$3 e n
+  mkdir -p "$dst"
+  for e in "$a"/* "$b"/*; do
+    n=${e##*/}
+    [[ -e $dst/$n || -L $dst/$n ]] && continue
+    if [[ -d $a/$n && -d $b/$n && ! -L $a/$n && ! -L $b/$n ]]; then
+      merge_tree "$dst/$n" "$a/$n" "$b/$n"
+    elif [[ -e $b/$n ]]; then
+      ln -s "$b/$n" "$dst/$n"
+    else
+      ln -s "$a/$n" "$dst/$n"
+    fi
+  done
+}
 if [[ ! -e /lib/modules/$(uname -r)/build/include/linux/kconfig.h ]]; then
   flavour=$(compgen -G '/usr/src/linux-headers-*-amd64' ; compgen -G '/usr/src/linux-headers-*-arm64') || true
   flavour=$(sort -V <<<"$flavour" | tail -1)
@@ -77,9 +94,7 @@ if [[ ! -e /lib/modules/$(uname -r)/build/include/linux/kconfig.h ]]; then
     echo "bench: FAILED: no kernel headers for BCC under /usr/src" >&2
     exit 1
   fi
-  mkdir -p "$tmp/kheaders"
-  cp -rs "$common/." "$tmp/kheaders/"
-  cp -rsf "$flavour/." "$tmp/kheaders/"
+  merge_tree "$tmp/kheaders" "$common" "$flavour"
   export BCC_KERNEL_SOURCE=$tmp/kheaders
 fi
 
