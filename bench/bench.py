@@ -1408,6 +1408,11 @@ def report(M, workloads, thr, tax_res, hooks, start, foot, acc, stacks, total_s)
              "sched_wakeup, sched_wakeup_new and sched_process_exit (thread-state split, watchdog, exits), "
              "so on wakeup-heavy loads it runs more programs per request by design. The per-hook table "
              "shows where its time goes.")
+    L.append("- bpf_stats count only the time inside each program. What the hooks cost around it — every "
+             "syscall of every task taking the traced slow path once a syscall tracepoint is enabled "
+             "(section 6), the perf-event dispatch of each syscall tracepoint, the tp_btf entry of the "
+             "scheduler hooks — is not in run_time_ns, so the server's CPU per request (section 1) can rise "
+             "by more than the BPF share (section 2); the difference is that overhead.")
     L.append("- BCC needs kernel headers to compile; where the running kernel ships none (this VM), "
              "scripts/bench.sh merges Debian's linux-headers-amd64 (a different kernel version; the tool "
              "only touches tracepoint args) into a temporary tree and points BCC_KERNEL_SOURCE at it.")
