@@ -919,12 +919,18 @@ int BPF_PROG(jb_switch_btf, bool preempt, struct task_struct *prev, struct task_
 	if (p && p->in_task) {
 		/* A task that began without a switch-in has no watchdog yet. */
 		arm_watchdog(prev_tid, p);
-		/* Asleep, blocked or preempted: in every case no clock samples it now. */
+		/*
+		 * Asleep, blocked or preempted: no clock samples it now. Once the
+		 * task is long, capture at most one stack per sample period. Before
+		 * that, stash only when it goes to sleep: a preempted thread runs
+		 * again and the clock samples it then, and stashing at every
+		 * preemption made each wakeup of a busy peer (ping-pong) pay for a
+		 * 16 KB copy.
+		 */
 		if (offcpu_enabled) {
 			__u32 tid = prev_tid;
 			__u64 now = bpf_ktime_get_ns();
-			/* Once the task is long, at most one stack per sample period. */
-			if (!p->early || take_sample_slot(p, now))
+			if (p->early ? take_sample_slot(p, now) : !preempt && p->state != JB_ST_RUNNABLE)
 				capture_offcpu(ctx, prev, tid, p, now);
 		}
 	}

