@@ -1,5 +1,8 @@
 #include "app/reporter.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
@@ -152,6 +155,10 @@ void Reporter::emit(ExitRecord rec) { push(ExitJob{std::move(rec)}, false); }
 void Reporter::forget(pid_t pid) { push(ForgetJob{pid}, false); }
 
 void Reporter::run() {
+  // Unwinding and symbolizing (a cold binary costs tens of milliseconds)
+  // must not take the CPU from the application being watched: this thread
+  // yields to it. The ring-buffer reader keeps its normal priority.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
   for (;;) {
     Job job;
     {
