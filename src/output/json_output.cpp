@@ -13,7 +13,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// Milliseconds with microsecond precision, as a JSON number.
+// Three decimals (ms with µs precision, s with ms precision), as a JSON number.
 double ms3(double ms) { return std::round(ms * 1000.0) / 1000.0; }
 
 Json state_json(const StateBreakdown& s) {
@@ -119,7 +119,7 @@ std::string to_json_line(const SummaryRecord& r) {
   Json j;
   j["type"] = "summary";
   j["time"] = r.time_ms;
-  j["elapsed_s"] = std::round(r.elapsed_s * 1000.0) / 1000.0;
+  j["elapsed_s"] = ms3(r.elapsed_s);
   j["tasks_checked"] = r.tasks_checked;
   j["janks"] = r.janks;
   j["hangs"] = r.hangs;
@@ -140,8 +140,8 @@ std::string to_json_line(const SummaryRecord& r) {
   j["traces"] = r.traces;
   j["suppressed"] = r.suppressed;
   if (r.marker_sites) j["marker_sites"] = r.marker_sites;
-  j["cpu_user_s"] = std::round(r.cpu_user_s * 1000.0) / 1000.0;
-  j["cpu_sys_s"] = std::round(r.cpu_sys_s * 1000.0) / 1000.0;
+  j["cpu_user_s"] = ms3(r.cpu_user_s);
+  j["cpu_sys_s"] = ms3(r.cpu_sys_s);
   j["max_rss_kb"] = r.max_rss_kb;
   return line(j);
 }
