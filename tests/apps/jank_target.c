@@ -703,8 +703,10 @@ static const char *state_json(struct loop *L, struct record *R, char *buf, size_
 	}
 	snprintf(buf, n,
 		 ",\"measured_ns\":{\"running\":%" PRId64 ",\"runnable\":%" PRId64 ",\"sleeping\":%" PRId64
-		 ",\"blocked_io\":%" PRId64 "},\"samples\":{\"R\":%ld,\"S\":%ld,\"D\":%ld}",
-		 running, runnable, off - blocked, blocked, atomic_load(&L->samples[0]), s, d);
+		 ",\"blocked_io\":%" PRId64 "},\"samples\":{\"R\":%ld,\"S\":%ld,\"D\":%ld},"
+		 "\"cpu_ns\":%" PRIu64 ",\"run_delay_ns\":%" PRIu64,
+		 running, runnable, off - blocked, blocked, atomic_load(&L->samples[0]), s, d,
+		 R->m1.cpu_ns - R->m0.cpu_ns, R->m1.delay_ns - R->m0.delay_ns);
 	return buf;
 }
 
