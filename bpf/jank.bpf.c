@@ -54,6 +54,14 @@ const volatile __u64 trace_ns = 0;
 /* Markers: tell userspace of each thread tracked from now on, so it can
  * attach to marked binaries of that process that no probe covers yet. */
 const volatile bool announce_tracked = false;
+/*
+ * Where per-thread state lives: task storage (the timer watchdog, on kernels
+ * with bpf_task_from_pid) or the `threads` hash (the scan watchdog, whose
+ * raw_tp and perf_event programs have no trusted task pointers and must
+ * walk every watched thread). Task storage hangs off the task_struct: a
+ * lookup is a pointer chase instead of hashing the tid, on every hook.
+ */
+const volatile bool state_in_task = false;
 
 /* Threads now inside a task past early_ns: userspace keeps the sampling
  * clocks on while this is non-zero and off otherwise (read through the
@@ -82,6 +90,9 @@ struct jb_thread {
 	__u8 fresh_wait;      /* the wait returned, no marker task began since */
 	__u64 stash_seq;      /* task whose off-CPU capture is stashed, unsent */
 	__u64 wake_ns;        /* last wakeup while asleep in the wait (0: none) */
+	/* The kernel's counters at the last switch-out, wakeup or task begin. */
+	__u64 snap_exec_ns;   /* se.sum_exec_runtime: CPU time */
+	__u64 snap_delay_ns;  /* sched_info.run_delay: time queued for a CPU */
 	__u64 delivery_ns;    /* current task: that wakeup to the wait's return */
 	/* Markers: begin/end nesting depth; while > 0 waits bound no task. */
 	__u32 depth;
@@ -91,12 +102,22 @@ struct jb_thread {
 	char rname[JB_NAME_LEN]; /* the runnable's name read at the marker, or "" */
 };
 
+/* Scan watchdog: per watched thread, by tid (userspace shrinks it to one
+ * entry when state_in_task). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, struct jb_thread);
 } threads SEC(".maps");
+
+/* Timer watchdog: per watched thread, on its task_struct. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct jb_thread);
+} thread_state SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -150,6 +171,34 @@ struct {
 
 extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
 extern void bpf_task_release(struct task_struct *p) __ksym __weak;
+
+/*
+ * The state of a watched thread, or NULL. `task` must be a trusted pointer
+ * (tp_btf argument, bpf_get_current_task_btf) when state_in_task; the hash
+ * path (scan watchdog, whose programs have none) uses only the tid. The
+ * branch on the read-only flag is pruned by the verifier at load.
+ */
+static __always_inline struct jb_thread *thread_of(struct task_struct *task, __u32 tid)
+{
+	if (state_in_task)
+		return bpf_task_storage_get(&thread_state, task, 0, 0);
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+static __always_inline struct jb_thread *thread_of_current(__u32 tid)
+{
+	if (state_in_task)
+		return bpf_task_storage_get(&thread_state, bpf_get_current_task_btf(), 0, 0);
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+static __always_inline void thread_forget(struct task_struct *task, __u32 tid)
+{
+	if (state_in_task)
+		bpf_task_storage_delete(&thread_state, task);
+	else
+		bpf_map_delete_elem(&threads, &tid);
+}
 
 static __always_inline void stat_inc(__u32 which)
 {
@@ -214,7 +263,15 @@ static __noinline struct jb_thread *track_current(__u32 tid, __u32 tgid)
 	fresh.pid = tgid;
 	fresh.state = JB_ST_RUNNING;
 	fresh.proc_start_ns = BPF_CORE_READ(leader, start_time);
-	if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST)) {
+	if (state_in_task) {
+		/* Only the thread itself creates its state: this is the first time. */
+		struct jb_thread *t = bpf_task_storage_get(&thread_state, bpf_get_current_task_btf(),
+							   &fresh, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!t) {
+			stat_inc(JB_STAT_THREADS_FULL);
+			return NULL;
+		}
+	} else if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST)) {
 		if (!bpf_map_lookup_elem(&threads, &tid))
 			stat_inc(JB_STAT_THREADS_FULL);
 		return bpf_map_lookup_elem(&threads, &tid);
@@ -234,7 +291,7 @@ static __noinline struct jb_thread *track_current(__u32 tid, __u32 tgid)
 			stat_inc(JB_STAT_RB_DROPS);
 		}
 	}
-	return bpf_map_lookup_elem(&threads, &tid);
+	return thread_of_current(tid);
 }
 
 /* ---- task bookkeeping --------------------------------------------------- */
@@ -247,6 +304,91 @@ static __always_inline void account(struct jb_thread *t, __u64 now)
 	if (t->in_task && st < JB_ST_NR && now > t->last_ns)
 		t->state_ns[st] += now - t->last_ns;
 	t->last_ns = now;
+}
+
+/* The scheduler's own per-thread counters. */
+struct sched_counts {
+	__u64 exec_ns;   /* se.sum_exec_runtime */
+	__u64 delay_ns;  /* sched_info.run_delay */
+};
+
+#define TASK_COUNTS(btf, task, c)                                               \
+	do {                                                                    \
+		if (btf) {                                                      \
+			(c).exec_ns = (task)->se.sum_exec_runtime;              \
+			(c).delay_ns = (task)->sched_info.run_delay;            \
+		} else {                                                        \
+			(c).exec_ns = BPF_CORE_READ(task, se.sum_exec_runtime); \
+			(c).delay_ns = BPF_CORE_READ(task, sched_info.run_delay); \
+		}                                                               \
+	} while (0)
+
+static __always_inline void current_counts(struct sched_counts *c)
+{
+	if (state_in_task) {
+		struct task_struct *task = bpf_get_current_task_btf();
+
+		TASK_COUNTS(true, task, *c);
+	} else {
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+
+		TASK_COUNTS(false, task, *c);
+	}
+}
+
+static __always_inline void snapshot(struct jb_thread *t, struct sched_counts *c)
+{
+	t->snap_exec_ns = c->exec_ns;
+	t->snap_delay_ns = c->delay_ns;
+}
+
+/*
+ * The thread is running, yet its recorded state says it is not: the
+ * switch-in (and maybe the wakeup before it) never reached a tracepoint.
+ * Seen on VMs whose kernels hide a host agent's threads from tracing: the
+ * switch away from such a thread is not traced, and without this repair the
+ * whole rest of the task was charged to "runnable". Since the last
+ * snapshot the kernel's counters say how long the thread ran and how long
+ * it queued; the rest of the span stays in the recorded state. At a
+ * switch-out the CPU time is exact (the scheduler has just updated it); in
+ * the thread's own context it lags by at most a tick, which goes to
+ * running when the thread was recorded as queued.
+ */
+static __always_inline void account_unseen(struct jb_thread *t, __u64 now, struct sched_counts *c,
+					   bool current)
+{
+	__u64 span = now > t->last_ns ? now - t->last_ns : 0;
+	__u64 ran = c->exec_ns > t->snap_exec_ns ? c->exec_ns - t->snap_exec_ns : 0;
+	__u64 queued = c->delay_ns > t->snap_delay_ns ? c->delay_ns - t->snap_delay_ns : 0;
+	__u32 st = t->state;
+
+	if (queued > span)
+		queued = span;
+	if (current && st == JB_ST_RUNNABLE)
+		ran = span - queued;
+	if (ran > span - queued)
+		ran = span - queued;
+	if (t->in_task && st < JB_ST_NR) {
+		t->state_ns[JB_ST_RUNNING] += ran;
+		t->state_ns[JB_ST_RUNNABLE] += queued;
+		t->state_ns[st] += span - ran - queued;
+	}
+	t->last_ns = now;
+	stat_inc(JB_STAT_UNSEEN_SWITCH);
+}
+
+/* In the thread's own context: it is on a CPU now, whatever was recorded. */
+static __always_inline void account_current(struct jb_thread *t, __u64 now)
+{
+	if (t->state == JB_ST_RUNNING) {
+		account(t, now);
+		return;
+	}
+	struct sched_counts c;
+
+	current_counts(&c);
+	account_unseen(t, now, &c, true);
+	t->state = JB_ST_RUNNING;
 }
 
 static __always_inline void fill_task_event(struct jb_task_event *e, __u32 type,
@@ -322,7 +464,7 @@ static __always_inline void end_task(struct jb_thread *t, __u32 tid, __u32 flags
 	struct jb_task_event *e;
 	__u64 now = bpf_ktime_get_ns();
 
-	account(t, now);
+	account_current(t, now);
 	t->in_task = 0;
 	leave_long(t);
 	stat_inc(JB_STAT_TASKS);
@@ -355,8 +497,12 @@ static __always_inline int on_wait_enter(void)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
-	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct jb_thread *t;
 
+	/* Main threads only: one compare spares every other thread a lookup. */
+	if (!all_threads && tid != id >> 32)
+		return 0;
+	t = thread_of_current(tid);
 	if (!t) {
 		t = track_current(tid, id >> 32);
 		if (t) {
@@ -379,6 +525,10 @@ static __always_inline int on_wait_enter(void)
 /* A new task on the current thread, from now. */
 static __always_inline void begin_task(struct jb_thread *t, __u64 now, __u32 boundary)
 {
+	struct sched_counts c;
+
+	current_counts(&c);
+	snapshot(t, &c);
 	t->begin_ns = now;
 	t->last_ns = now;
 	t->state = JB_ST_RUNNING;
@@ -401,9 +551,13 @@ static __always_inline int on_wait_exit(__u32 nr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id, tgid = id >> 32;
-	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
-	__u64 now = bpf_ktime_get_ns();
+	struct jb_thread *t;
+	__u64 now;
 
+	if (!all_threads && tid != tgid)
+		return 0;
+	t = thread_of_current(tid);
+	now = bpf_ktime_get_ns();
 	if (!t) {
 		t = track_current(tid, tgid);
 		if (!t)
@@ -464,7 +618,7 @@ static __noinline int marker_begin(struct pt_regs *ctx, __u64 cookie, bool usdt)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
-	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct jb_thread *t = thread_of_current(tid);
 	__u64 now, delivery;
 
 	if (!t) {
@@ -500,7 +654,7 @@ static __noinline int marker_begin(struct pt_regs *ctx, __u64 cookie, bool usdt)
 static __noinline int marker_end(void)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct jb_thread *t = thread_of_current(tid);
 	__u64 now;
 
 	/* depth 0: an end whose begin came before we attached. */
@@ -564,9 +718,14 @@ static __always_inline __u64 sooner(__u64 next, __u64 milestone, __u64 elapsed)
 	return next && next < d ? next : d;
 }
 
-static __always_inline __u64 check_thread(__u32 tid, struct jb_thread *t, __u64 now)
+static __always_inline bool recorded_on_cpu(struct jb_thread *t)
 {
-	bool on_cpu = t->state == JB_ST_RUNNING || t->state == JB_ST_RUNNABLE;
+	return t->state == JB_ST_RUNNING || t->state == JB_ST_RUNNABLE;
+}
+
+/* on_cpu: the thread is running or queued, so its task may go on. */
+static __always_inline __u64 check_thread(__u32 tid, struct jb_thread *t, __u64 now, bool on_cpu)
+{
 	__u64 next = 0;
 
 	if (!t->in_task)
@@ -617,35 +776,31 @@ static __always_inline __u64 check_thread(__u32 tid, struct jb_thread *t, __u64 
  * when it went to sleep (its own context is the only one that could read
  * its user stack).
  */
-static __noinline void flush_stash(__u32 tid, struct jb_thread *t)
+static __noinline void flush_stash(struct task_struct *task, struct jb_thread *t)
 {
-	struct task_struct *task;
 	struct jb_offcpu_event *e;
 
 	if (!t->early || !t->in_task || t->stash_seq != t->seq || t->state == JB_ST_RUNNING)
 		return;
-	if (!bpf_task_from_pid)
-		return;
-	task = bpf_task_from_pid(tid);
-	if (!task)
-		return;
 	e = bpf_task_storage_get(&offcpu_stash, task, 0, 0);
 	if (e && e->seq == t->seq)
 		send_offcpu(t, e);
-	bpf_task_release(task);
 }
 
-static int timer_fired(void *map, __u32 *key, struct jb_timer *tm)
+/* One look at a watched thread from its timer; what is due next (0: none). */
+static __always_inline __u64 timer_check(struct task_struct *task, __u32 tid, struct jb_timer *tm,
+					 struct jb_thread *t)
 {
-	__u32 tid = *key;
-	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
-	__u64 next;
+	/*
+	 * Running or queued, by the task_struct itself where we have it: a
+	 * switch-in or wakeup that no tracepoint showed must not put the
+	 * watchdog to sleep while the task goes on.
+	 */
+	bool on_cpu = task ? task->__state == 0 : recorded_on_cpu(t);
+	__u64 next = check_thread(tid, t, bpf_ktime_get_ns(), on_cpu);
 
-	if (!t)
-		return 0;
-	next = check_thread(tid, t, bpf_ktime_get_ns());
-	if (offcpu_enabled)
-		flush_stash(tid, t);
+	if (offcpu_enabled && task)
+		flush_stash(task, t);
 	if (next) {
 		bpf_timer_start(&tm->timer, next, 0);
 		return 0;
@@ -655,9 +810,32 @@ static int timer_fired(void *map, __u32 *key, struct jb_timer *tm)
 	 * check, sched_switch may have seen armed == 1 and skipped arming.
 	 */
 	__sync_lock_test_and_set(&t->armed, 0);
-	if ((t->state == JB_ST_RUNNING || t->state == JB_ST_RUNNABLE) &&
+	if ((task ? task->__state == 0 : recorded_on_cpu(t)) &&
 	    !__sync_lock_test_and_set(&t->armed, 1))
 		bpf_timer_start(&tm->timer, poll_ns(), 0);
+	return 0;
+}
+
+static int timer_fired(void *map, __u32 *key, struct jb_timer *tm)
+{
+	__u32 tid = *key;
+	struct task_struct *task = NULL;
+	struct jb_thread *t;
+
+	/* The callback has only the tid: find the thread's task_struct. */
+	if (bpf_task_from_pid)
+		task = bpf_task_from_pid(tid);
+	if (state_in_task) {
+		if (!task)
+			return 0;
+		t = bpf_task_storage_get(&thread_state, task, 0, 0);
+	} else {
+		t = bpf_map_lookup_elem(&threads, &tid);
+	}
+	if (t)
+		timer_check(task, tid, tm, t);
+	if (task)
+		bpf_task_release(task);
 	return 0;
 }
 
@@ -697,32 +875,45 @@ static __always_inline __u32 sleep_state(long state)
 }
 
 /*
+ * A task_struct field: a plain load from a trusted tp_btf argument, a
+ * probe read from a raw_tp one. `btf` is a constant at every call site.
+ */
+#define TASK_FIELD(btf, task, field) ((btf) ? (task)->field : BPF_CORE_READ(task, field))
+
+/*
  * Returns the thread that was switched in, if it is watched; *prev_t gets
  * the one switched out.
  */
-static __always_inline struct jb_thread *on_switch(bool preempt, struct task_struct *prev,
+static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struct task_struct *prev,
 						   struct task_struct *next,
 						   struct jb_thread **prev_t)
 {
-	__u32 prev_tid = BPF_CORE_READ(prev, pid);
-	__u32 next_tid = BPF_CORE_READ(next, pid);
+	__u32 prev_tid = TASK_FIELD(btf, prev, pid);
+	__u32 next_tid = TASK_FIELD(btf, next, pid);
 	struct jb_thread *t;
 	__u64 now = 0;
 
-	t = bpf_map_lookup_elem(&threads, &prev_tid);
+	t = thread_of(prev, prev_tid);
 	*prev_t = t;
 	if (t) {
+		struct sched_counts c;
+
 		now = bpf_ktime_get_ns();
-		account(t, now);
+		TASK_COUNTS(btf, prev, c);
+		if (t->state == JB_ST_RUNNING)
+			account(t, now);
+		else
+			account_unseen(t, now, &c, false);
+		snapshot(t, &c);
 		/* The task_struct's state is the one schedule() was called with. */
 		if (preempt)
 			t->state = JB_ST_RUNNABLE;
 		else {
-			long st = BPF_CORE_READ(prev, __state);
+			long st = TASK_FIELD(btf, prev, __state);
 			t->state = st == 0 ? JB_ST_RUNNABLE : sleep_state(st);
 		}
 	}
-	t = bpf_map_lookup_elem(&threads, &next_tid);
+	t = thread_of(next, next_tid);
 	if (t) {
 		if (!now)
 			now = bpf_ktime_get_ns();
@@ -732,15 +923,19 @@ static __always_inline struct jb_thread *on_switch(bool preempt, struct task_str
 	return t;
 }
 
-static __always_inline void on_wakeup(struct task_struct *p)
+static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 {
-	__u32 tid = BPF_CORE_READ(p, pid);
-	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	__u32 tid = TASK_FIELD(btf, p, pid);
+	struct jb_thread *t = thread_of(p, tid);
 
 	if (!t || t->state < JB_ST_SLEEPING)
 		return;
 	__u64 now = bpf_ktime_get_ns();
+	struct sched_counts c;
+
 	account(t, now);
+	TASK_COUNTS(btf, p, c);
+	snapshot(t, &c);
 	t->state = JB_ST_RUNNABLE;
 	/* Asleep in the wait: this wakeup ends it (the last one before it returns). */
 	if (t->in_wait)
@@ -748,18 +943,20 @@ static __always_inline void on_wakeup(struct task_struct *p)
 }
 
 /* Forgets an exiting thread; reports the process when its last thread goes. */
-static __always_inline void on_exit(struct task_struct *task)
+static __always_inline void on_exit(bool btf, struct task_struct *task)
 {
-	__u32 tid = BPF_CORE_READ(task, pid);
-	__u32 tgid = BPF_CORE_READ(task, tgid);
+	__u32 tid = TASK_FIELD(btf, task, pid);
+	__u32 tgid = TASK_FIELD(btf, task, tgid);
 	struct jb_proc *p;
 	struct jb_exit_event *e;
 
 	/* A task cut short by the thread's exit still ends, unrecovered. */
-	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
-	if (t && t->in_task)
-		end_task(t, tid, JB_TASKF_UNRECOVERED);
-	bpf_map_delete_elem(&threads, &tid);
+	struct jb_thread *t = thread_of(task, tid);
+	if (t) {
+		if (t->in_task)
+			end_task(t, tid, JB_TASKF_UNRECOVERED);
+		thread_forget(task, tid);
+	}
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return;
 	p = bpf_map_lookup_elem(&procs, &tgid);
@@ -816,7 +1013,7 @@ SEC("perf_event")
 int jb_sample(void *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct jb_thread *t = thread_of_current(tid);
 
 	if (!t || !take_sample_slot(t, bpf_ktime_get_ns()))
 		return 0;
@@ -914,7 +1111,7 @@ int BPF_PROG(jb_switch_btf, bool preempt, struct task_struct *prev, struct task_
 {
 	struct jb_thread *t, *p;
 
-	t = on_switch(preempt, prev, next, &p);
+	t = on_switch(true, preempt, prev, next, &p);
 	__u32 prev_tid = prev->pid;
 	if (p && p->in_task) {
 		/* A task that began without a switch-in has no watchdog yet. */
@@ -942,7 +1139,7 @@ int BPF_PROG(jb_switch_btf, bool preempt, struct task_struct *prev, struct task_
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(jb_wakeup_btf, struct task_struct *p)
 {
-	on_wakeup(p);
+	on_wakeup(true, p);
 	return 0;
 }
 
@@ -955,7 +1152,7 @@ SEC("tp_btf/sched_waking")
 int BPF_PROG(jb_waking_btf, struct task_struct *p)
 {
 	__u32 tid = p->pid;
-	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct jb_thread *t = thread_of(p, tid);
 
 	if (t && t->offcpu_pending)
 		capture_waker(ctx, tid, t);
@@ -965,7 +1162,7 @@ int BPF_PROG(jb_waking_btf, struct task_struct *p)
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(jb_wakeup_new_btf, struct task_struct *p)
 {
-	on_wakeup(p);
+	on_wakeup(true, p);
 	return 0;
 }
 
@@ -978,16 +1175,22 @@ int BPF_PROG(jb_wakeup_new_btf, struct task_struct *p)
 static __always_inline void on_exec(__u32 old_pid)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct jb_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct jb_thread *t = thread_of_current(tid);
 
 	if (t) {
 		if (t->in_task)
 			end_task(t, tid, 0);
 		leave_long(t);
-		bpf_map_delete_elem(&threads, &tid);
+		if (state_in_task)
+			bpf_task_storage_delete(&thread_state, bpf_get_current_task_btf());
+		else
+			bpf_map_delete_elem(&threads, &tid);
 	}
-	/* A non-leader that execs takes the leader's pid; drop its old one too. */
-	if (old_pid != tid)
+	/*
+	 * A non-leader that execs takes the leader's pid; drop its old one too
+	 * (in task storage the old leader's state goes with its task_struct).
+	 */
+	if (old_pid != tid && !state_in_task)
 		bpf_map_delete_elem(&threads, &old_pid);
 }
 
@@ -1010,7 +1213,7 @@ int BPF_PROG(jb_exit_btf, struct task_struct *task)
 {
 	__u32 tid = task->pid;
 
-	on_exit(task);
+	on_exit(true, task);
 	bpf_map_delete_elem(&timers, &tid); /* cancels a pending timer */
 	return 0;
 }
@@ -1021,28 +1224,28 @@ int BPF_PROG(jb_switch_raw, bool preempt, struct task_struct *prev, struct task_
 {
 	struct jb_thread *p;
 
-	on_switch(preempt, prev, next, &p);
+	on_switch(false, preempt, prev, next, &p);
 	return 0;
 }
 
 SEC("raw_tp/sched_wakeup")
 int BPF_PROG(jb_wakeup_raw, struct task_struct *p)
 {
-	on_wakeup(p);
+	on_wakeup(false, p);
 	return 0;
 }
 
 SEC("raw_tp/sched_wakeup_new")
 int BPF_PROG(jb_wakeup_new_raw, struct task_struct *p)
 {
-	on_wakeup(p);
+	on_wakeup(false, p);
 	return 0;
 }
 
 SEC("raw_tp/sched_process_exit")
 int BPF_PROG(jb_exit_raw, struct task_struct *task)
 {
-	on_exit(task);
+	on_exit(false, task);
 	return 0;
 }
 
@@ -1050,7 +1253,7 @@ int BPF_PROG(jb_exit_raw, struct task_struct *task)
 
 static long scan_one(void *map, __u32 *tid, struct jb_thread *t, void *ctx)
 {
-	check_thread(*tid, t, bpf_ktime_get_ns());
+	check_thread(*tid, t, bpf_ktime_get_ns(), recorded_on_cpu(t));
 	return 0;
 }
 

@@ -59,6 +59,7 @@ enum jb_stat {
 	JB_STAT_TIMER_FAIL = 3,   /* watchdog timers that could not be armed */
 	JB_STAT_SAMPLES = 4,      /* on-CPU stack samples let through */
 	JB_STAT_OFFCPU = 5,       /* off-CPU captures made */
+	JB_STAT_UNSEEN_SWITCH = 6, /* a watched thread ran after a switch-in no tracepoint showed */
 	JB_STAT_NR = 8,
 };
 

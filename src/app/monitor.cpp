@@ -482,6 +482,7 @@ void Monitor::emit_summary() {
   s.lost_events = ks.ringbuf_drops;
   s.threads_untracked = ks.threads_map_full;
   s.timer_failures = ks.timer_failures;
+  s.unseen_switches = ks.unseen_switches;
   s.samples = ks.samples;
   s.offcpu_captures = ks.offcpu;
   s.samples_lost = sampler_.lost();

@@ -92,17 +92,23 @@ std::unique_ptr<Detector> Detector::start(const DetectorConfig& cfg, RecordHandl
 
   // Feature probe by trying: the timer watchdog where the kernel lets a
   // tp_btf program own a bpf_timer, the scan watchdog otherwise.
-  if (cfg.watchdog == WatchdogMode::Scan || !d->load(cfg, WatchdogMode::Timer, error)) {
+  // Per-thread state in task storage where the timer watchdog can find it
+  // again (bpf_task_from_pid), in the tid hash otherwise.
+  const bool timer_ok = cfg.watchdog != WatchdogMode::Scan &&
+                        (d->load(cfg, WatchdogMode::Timer, true, error) ||
+                         d->load(cfg, WatchdogMode::Timer, false, error));
+  if (!timer_ok) {
     if (cfg.watchdog == WatchdogMode::Timer) return nullptr;
     if (cfg.watchdog == WatchdogMode::Auto)
       log::info("bpf_timer watchdog not available (%s); using the cpu-clock scan", error->c_str());
-    if (!d->load(cfg, WatchdogMode::Scan, error)) return nullptr;
+    if (!d->load(cfg, WatchdogMode::Scan, false, error)) return nullptr;
   }
   if (!d->attach(error)) return nullptr;
   return d;
 }
 
-bool Detector::load(const DetectorConfig& cfg, WatchdogMode mode, std::string* error) {
+bool Detector::load(const DetectorConfig& cfg, WatchdogMode mode, bool state_in_task,
+                    std::string* error) {
   skel_.reset();
   g_libbpf_last.clear();
   skel_.reset(jank_bpf__open());
@@ -130,6 +136,9 @@ bool Detector::load(const DetectorConfig& cfg, WatchdogMode mode, std::string* e
   stacks_ = cfg.early_ns != 0;
   markers_ = cfg.markers;
   ro->announce_tracked = cfg.markers;
+  ro->state_in_task = state_in_task;
+  // The map that does not hold the state is kept, unused, at one entry.
+  bpf_map__set_max_entries(skel_->maps.threads, state_in_task ? 1 : 16384);
   select_programs(skel_.get(), mode, stacks_, offcpu_, markers_);
 
   if (int err = jank_bpf__load(skel_.get())) {
@@ -143,6 +152,9 @@ bool Detector::load(const DetectorConfig& cfg, WatchdogMode mode, std::string* e
     return false;
   }
   mode_ = mode;
+  state_in_task_ = state_in_task;
+  log::debug("BPF loaded: %s watchdog, per-thread state in %s", mode == WatchdogMode::Timer ? "timer" : "scan",
+             state_in_task ? "task storage" : "a tid hash");
   return true;
 }
 
@@ -280,6 +292,7 @@ KernelStats Detector::kernel_stats() const {
   s.timer_failures = sum(JB_STAT_TIMER_FAIL);
   s.samples = sum(JB_STAT_SAMPLES);
   s.offcpu = sum(JB_STAT_OFFCPU);
+  s.unseen_switches = sum(JB_STAT_UNSEEN_SWITCH);
   return s;
 }
 

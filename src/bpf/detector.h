@@ -48,6 +48,7 @@ struct KernelStats {
   uint64_t timer_failures = 0;
   uint64_t samples = 0;
   uint64_t offcpu = 0;
+  uint64_t unseen_switches = 0;
 };
 
 // bpf_stats of one program (zero unless kernel.bpf_stats_enabled is set).
@@ -95,7 +96,7 @@ class Detector {
 
  private:
   Detector() = default;
-  bool load(const DetectorConfig& cfg, WatchdogMode mode, std::string* error);
+  bool load(const DetectorConfig& cfg, WatchdogMode mode, bool state_in_task, std::string* error);
   bool attach(std::string* error);
   bool attach_scan_tick(std::string* error);
 
@@ -109,6 +110,7 @@ class Detector {
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> extra_links_;
   RecordHandler handler_;
   WatchdogMode mode_ = WatchdogMode::Auto;
+  bool state_in_task_ = false;
   int attached_ = 0;
   int marker_links_ = 0;
   bool stacks_ = false, offcpu_ = false, markers_ = false;

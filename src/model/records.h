@@ -125,6 +125,7 @@ struct SummaryRecord {
   uint64_t lost_events = 0;        // ring-buffer reservations that failed
   uint64_t threads_untracked = 0;  // threads map full
   uint64_t timer_failures = 0;
+  uint64_t unseen_switches = 0;  // switch-ins no tracepoint showed, repaired
   std::string watchdog;
   std::vector<ProgramCost> bpf;  // per-program cost (with kernel.bpf_stats_enabled)
   uint64_t samples = 0;          // stacks let through by the kernel (on-CPU)

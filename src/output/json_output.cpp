@@ -127,6 +127,7 @@ std::string to_json_line(const SummaryRecord& r) {
   j["lost_events"] = r.lost_events;
   j["threads_untracked"] = r.threads_untracked;
   j["timer_failures"] = r.timer_failures;
+  j["unseen_switches"] = r.unseen_switches;
   j["watchdog"] = r.watchdog;
   Json bpf = Json::array();
   for (const auto& p : r.bpf)
