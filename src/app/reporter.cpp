@@ -47,6 +47,22 @@ std::vector<std::string> kernel_stack(const stack::Kallsyms& ks, const uint64_t*
 
 // bpf_get_stack from a tracepoint starts inside the BPF program and the
 // tracepoint machinery; the stack worth reading starts after them.
+// "symbol+0xoff (module)", "0xoff (module)" or "0xpc": short, for a list.
+std::string user_frame_text(const stack::Frame& f) {
+  char off[32];
+  std::string module = f.module.substr(f.module.rfind('/') == std::string::npos ? 0 : f.module.rfind('/') + 1);
+  std::string s;
+  if (!f.symbol.empty()) {
+    snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(f.symbol_offset));
+    s = f.symbol + (f.inlined() ? "" : off);
+  } else {
+    snprintf(off, sizeof off, "0x%llx", static_cast<unsigned long long>(f.has_module() ? f.module_offset : f.pc));
+    s = off;
+  }
+  if (!module.empty()) s += " (" + module + ")";
+  return s;
+}
+
 size_t tracing_frames(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n) {
   size_t skip = 0;
   for (size_t i = 0; i < n && i < 8; i++) {
@@ -243,6 +259,15 @@ void Reporter::handle(WakerJob& j) {
   size_t n = std::min<size_t>(e.kstack_bytes / 8, JB_WAKER_DEPTH);
   size_t skip = tracing_frames(impl_->resolver.kallsyms(), kpcs, n);
   off.waker.kernel_stack = kernel_stack(impl_->resolver.kallsyms(), kpcs + skip, n - skip);
+  // The waker's user stack: the kernel's frame-pointer walk (no copy of its
+  // stack to unwind), so a waker built without frame pointers shows its
+  // leaf and whatever the walk could follow.
+  std::vector<uint64_t> upcs;
+  for (size_t i = 0; i < std::min<size_t>(e.ustack_bytes / 8, JB_WAKER_DEPTH) && e.ustack[i]; i++)
+    upcs.push_back(e.ustack[i]);
+  if (!upcs.empty() && e.waker_pid != 0)
+    for (const auto& f : impl_->resolver.symbolize_user(static_cast<pid_t>(e.waker_pid), host_arch().arch, upcs))
+      off.waker.user_stack.push_back(user_frame_text(f));
 }
 
 void Reporter::handle(TaskJob& j) {

@@ -48,6 +48,7 @@ struct WakerInfo {
   pid_t pid = 0, tid = 0;
   std::string comm;
   std::vector<std::string> kernel_stack;  // symbolized, leaf first
+  std::vector<std::string> user_stack;    // frame-pointer walk, leaf first: "sym+0xoff (module)"
 };
 
 // Where the thread was while it was off the CPU in the task.

@@ -223,6 +223,32 @@ void append_user_frames(Process& p, const ResolverOptions& opts, uint64_t pc, bo
 
 }  // namespace
 
+std::vector<Frame> Resolver::symbolize_user(pid_t pid, Arch arch, std::span<const uint64_t> pcs) {
+  std::vector<Frame> out;
+  Process* p = process(pid, arch);
+  // A PC outside the known mappings may be in a library mapped since.
+  bool unknown = !p->has_maps();
+  for (uint64_t pc : pcs) unknown = unknown || !p->maps().find(pc);
+  if (unknown) p->maybe_refresh();
+  if (!p->has_maps()) {
+    for (uint64_t pc : pcs) {
+      Frame f;
+      f.pc = pc;
+      f.module_offset = pc;
+      out.push_back(std::move(f));
+    }
+    return out;
+  }
+  for (size_t i = 0; i < pcs.size() && out.size() < opts_.max_frames; i++) {
+    // A walk that left executable memory followed a register that was not
+    // a frame pointer: what comes after is not a stack.
+    const MapEntry* m = p->maps().find(i == 0 ? pcs[i] : pcs[i] - 1);
+    if (!m || !m->x) break;
+    append_user_frames(*p, opts_, pcs[i], i == 0, out);
+  }
+  return out;
+}
+
 ResolvedStack Resolver::resolve(const SampleInput& in) {
   ResolvedStack out;
   out.pid = in.pid;

@@ -25,6 +25,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <vector>
 #include <string>
 #include <unordered_map>
 
@@ -71,6 +73,13 @@ class Resolver {
   // Unwinds and symbolizes one sample. Never throws on bad input: a stack
   // it cannot finish comes back partial with `truncated` and `stop` set.
   ResolvedStack resolve(const SampleInput& in);
+
+  // Symbolizes return addresses already walked elsewhere (the kernel's
+  // frame-pointer user stack of a waker), leaf first; the first is the
+  // interrupted PC, the rest are looked up at PC - 1. Unknown places come
+  // back with the module and offset, or just the PC; the walk ends at the
+  // first return address outside executable memory.
+  std::vector<Frame> symbolize_user(pid_t pid, Arch arch, std::span<const uint64_t> pcs);
 
   // The process exec'd or changed its mappings: drop its maps and Dwfl.
   void invalidate(pid_t pid);

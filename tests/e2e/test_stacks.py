@@ -87,6 +87,10 @@ def test_blocked_thread_has_kernel_stack_user_stack_and_waker(tmp_path):
     assert any("pipe_read" in f for f in off["kernel_stack"]), off["kernel_stack"]
     assert off["waker"]["comm"] == "jt-waker"
     assert off["waker"]["pid"] == j["pid"] and off["waker"]["tid"] != j["tid"]
+    # The waker's own user stack (frame-pointer walk), symbolized in its
+    # process: it was in write(2) on the pipe.
+    ustack = off["waker"]["user_stack"]
+    assert ustack and "write" in ustack[0] and "libc" in ustack[0], ustack
     assert 290 <= off["duration_ms"] <= 310
     names = frame_names(j["heaviest_stack"])
     assert "wait_for_pipe" in names and "main" in names

@@ -682,3 +682,30 @@ TEST_CASE("bench: resolve cost per 16 KB sample", "[.][stack-bench]") {
               ps.samples.size(), first.frames.size(), cold_ms, pct(0.5), pct(0.99), us.back());
   CHECK(pct(0.5) < 1000.0);
 }
+
+// A waker's user stack arrives as return addresses the kernel walked by
+// frame pointers; symbolize_user names them in the waker's own process and
+// ends the walk where it left executable memory.
+extern "C" __attribute__((noinline)) int jankbpf_test_waker_leaf(int x) { return x * 3 + 1; }
+
+TEST_CASE("symbolize_user names walked return addresses and stops at non-code", "[stack][live]") {
+  Resolver resolver;
+  const auto leaf = reinterpret_cast<uint64_t>(&jankbpf_test_waker_leaf);
+  const auto caller = reinterpret_cast<uint64_t>(&target_binary) + 8;  // a "return address" inside it
+  auto frames = resolver.symbolize_user(getpid(), host_arch().arch, std::vector<uint64_t>{leaf + 1, caller, 0x1, leaf});
+  REQUIRE(frames.size() >= 2);
+  CHECK(frames[0].symbol == "jankbpf_test_waker_leaf");
+  CHECK(frames[0].symbol_offset == 1);
+  CHECK(frames[0].module.find("jankbpf-unit") != std::string::npos);
+  bool caller_named = false;
+  for (const auto& f : frames) caller_named = caller_named || f.symbol.find("target_binary") != std::string::npos;
+  CHECK(caller_named);
+  // 0x1 is not code: nothing after it, the later valid address included.
+  for (const auto& f : frames) CHECK((f.symbol != "jankbpf_test_waker_leaf" || f.pc == leaf + 1));
+
+  // A process that is gone: addresses come back unnamed, nothing crashes.
+  auto gone = resolver.symbolize_user(0x7ffffff0, host_arch().arch, std::vector<uint64_t>{leaf});
+  REQUIRE(gone.size() == 1);
+  CHECK(gone[0].symbol.empty());
+  CHECK(gone[0].pc == leaf);
+}
