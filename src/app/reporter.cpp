@@ -338,7 +338,10 @@ void Reporter::handle(TaskJob& j) {
     Suppressed why;
     {
       std::lock_guard lk(quota_mu_);
-      why = quota_->take_stack(key, rec.heaviest_stack, monotonic_ns() / 1'000'000);
+      const std::string fp = tree.fingerprint();
+      log::debug("stack fingerprint of pid %d task %llu: %s", rec.proc.pid,
+                 static_cast<unsigned long long>(ctx.seq), fp.c_str());
+      why = quota_->take_stack(key, fp, monotonic_ns() / 1'000'000);
     }
     if (why != Suppressed::None) {
       rec.suppressed = std::string(suppressed_name(why));

@@ -189,6 +189,29 @@ std::vector<StackTree::Line> StackTree::heaviest_path() const {
   return path;
 }
 
+std::string StackTree::fingerprint() const {
+  const Node* cur = opts_.merge == TreeOptions::Merge::Function ? root_.get() : func_root_.get();
+  const uint64_t total = samples_;
+  std::string out;
+  while (total && !cur->children.empty()) {
+    const Node* best = nullptr;
+    for (const auto& c : cur->children)
+      if (!best || c->count > best->count) best = c.get();
+    if (best->count * 3 < total * 2) break;
+    if (!out.empty()) out += '\n';
+    if (best->wait_state) {
+      out += wait_text(best->wait_state);
+    } else {
+      const Frame& f = best->frame;
+      char off[32];
+      std::snprintf(off, sizeof off, "+0x%" PRIx64, f.has_module() ? f.module_offset : f.pc);
+      out += f.module + "!" + (f.symbol.empty() ? std::string(off) : f.symbol);
+    }
+    cur = best;
+  }
+  return out;
+}
+
 std::string StackTree::heaviest_stack() const {
   std::string out;
   char buf[32];

@@ -61,6 +61,14 @@ class StackTree {
   std::vector<Line> heaviest_path() const;
   std::string heaviest_stack() const;
 
+  // What two reports of the same freeze share, for de-duplication: the
+  // function-level path from the root that at least two thirds of the
+  // samples agree on (module and symbol per frame; no pcs or offsets, which
+  // differ from sample to sample). The heaviest path's leaf can flip between
+  // a hot loop and the function it calls from one run to the next; the
+  // agreed part does not. "" without samples.
+  std::string fingerprint() const;
+
   // One frame in the tree's text form, without count and level.
   static std::string format_frame(const Frame& f, bool source_locations = false);
 

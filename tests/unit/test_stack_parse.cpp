@@ -563,3 +563,33 @@ TEST_CASE("perf sample records: every field up to the user stack, cut records re
   CHECK(v.stack.empty());
   CHECK(Resolver().resolve(to_sample_input(v, mask)).stop == UnwindStop::NoUserRegs);
 }
+
+TEST_CASE("stack fingerprint: the function path most samples agree on, no pcs", "[stack][tree]") {
+  Frame main_f = native("main", 0x100, 10);
+  Frame outer = native("outer", 0x200, 5);
+  Frame clock = native("clock_gettime", 0x20, 1, "[vdso]");
+  // Run 1: the hot loop in `inner` and the clock it calls, 11 to 9;
+  // run 2: 9 to 11, at other pcs. Their heaviest paths end at different
+  // leaves and differ in every pc; the fingerprint is the same.
+  auto run = [&](int in_loop, int in_clock, uint64_t pc_shift) {
+    StackTree t;
+    for (int i = 0; i < in_loop; ++i)
+      t.add(stack_of({native("inner", 0x300 + pc_shift + static_cast<uint64_t>(i % 3) * 4, 4 + pc_shift), outer, main_f}));
+    for (int i = 0; i < in_clock; ++i)
+      t.add(stack_of({clock, native("inner", 0x340 + pc_shift, 0x40), outer, main_f}));
+    return t;
+  };
+  StackTree a = run(11, 9, 0), b = run(9, 11, 8);
+  CHECK(a.heaviest_stack() != b.heaviest_stack());
+  CHECK(a.fingerprint() == b.fingerprint());
+  CHECK(a.fingerprint() == "/usr/bin/app!main\n/usr/bin/app!outer\n/usr/bin/app!inner");
+  // Another freeze in the same process is another fingerprint.
+  StackTree c;
+  for (int i = 0; i < 10; ++i) c.add(stack_of({native("other", 0x500, 2), main_f}));
+  CHECK(c.fingerprint() != a.fingerprint());
+  // Blocked samples name the wait; no samples, no fingerprint.
+  StackTree w;
+  for (int i = 0; i < 3; ++i) w.add(stack_of({native("pipe_wait", 0x600, 1), main_f}, 'S'));
+  CHECK(!w.fingerprint().empty());
+  CHECK(StackTree().fingerprint().empty());
+}
