@@ -51,17 +51,21 @@ def assert_states_match(task, j):
     """jankbpf's state split agrees with the app's own measure of the task, and
     the task spends its off-CPU time in the state its kind is built for."""
     parts = j["state_ms"]
-    measured = {k: v / 1e6 for k, v in task.get("measured_ns", {}).items()}
     # The app reads its clocks a few µs after the wait returns and before the
     # next one; on a loaded machine it can lose its CPU in between.
     tol = 3.0 + 0.02 * j["duration_ms"]
-    if measured:
-        for state in ("running", "runnable"):
-            assert abs(parts[state] - measured[state]) <= tol, \
-                f"{task['kind']}: {state} {parts[state]} ms, app measured {measured[state]:.3f} ms ({parts})"
+    if "cpu_ns" in task:
+        cpu, delay = task["cpu_ns"] / 1e6, task["run_delay_ns"] / 1e6
+        # What the thread's CPU clock and run delay leave unexplained: off
+        # the CPU, or on it while the VM was stolen or in interrupts (time
+        # the CPU clock does not count and jankbpf, going by switches, calls
+        # running; seen: 11 of 250 ms of an O_DIRECT reader).
+        unexplained = task["dur_ns"] / 1e6 - cpu - delay
         off_cpu = parts["sleeping"] + parts["blocked_io"]
-        measured_off = measured["sleeping"] + measured["blocked_io"]
-        assert abs(off_cpu - measured_off) <= tol, (task["kind"], parts, measured)
+        where = f"{task['kind']}: jankbpf {parts}, app cpu {cpu:.3f} run_delay {delay:.3f}"
+        assert abs(parts["runnable"] - delay) <= tol, where
+        assert parts["running"] >= cpu - tol, where
+        assert off_cpu <= unexplained + tol, where
     want = DOMINANT_STATE.get(task["kind"])
     if want == "runnable":
         # Made by a pinned SCHED_FIFO hog: other load cannot shrink it.
