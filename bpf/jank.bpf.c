@@ -88,6 +88,8 @@ struct jb_thread {
 	__u8 traced;          /* past trace_ns */
 	__u8 in_wait;         /* between entry into a wait and its return */
 	__u8 fresh_wait;      /* the wait returned, no marker task began since */
+	__u8 job_wait;        /* in a child wait that ended the task (shell job) */
+	__u8 job_started;     /* this task put a child in a process group */
 	__u64 stash_seq;      /* task whose off-CPU capture is stashed, unsent */
 	__u64 wake_ns;        /* last wakeup while asleep in the wait (0: none) */
 	/* The kernel's counters at the last switch-out, wakeup or task begin. */
@@ -543,6 +545,7 @@ static __always_inline void begin_task(struct jb_thread *t, __u64 now, __u32 bou
 	t->boundary = boundary;
 	t->marker_id = 0;
 	t->rname[0] = 0;
+	t->job_started = 0;
 	t->in_task = 1;
 }
 
@@ -602,6 +605,81 @@ WAIT_HOOKS(poll)
 WAIT_HOOKS(ppoll)
 WAIT_HOOKS(select)
 WAIT_HOOKS(pselect6)
+
+/* ---- a job-control shell waiting for its foreground job ----------------- */
+
+/*
+ * An interactive shell waits for input in pselect6, then runs the command
+ * line as a job: it forks, puts the child in a process group of its own
+ * (setpgid on the child's pid; with job control the job gets the terminal)
+ * and sleeps in wait4 until the job stops or ends. Counted as one task,
+ * every foreground command of every shell would be a jank of the shell
+ * (`sudo jankbpf` would report its own shell as hung). So once a task has
+ * placed a child in a process group, a wait for a child bounds tasks like
+ * an event-loop wait. A program that runs a child synchronously on its main
+ * thread (system(), execSync) leaves it in its own group; that wait stays a
+ * jank. (Whether the terminal went to the job cannot decide it: the child
+ * takes the terminal itself, often after the shell is already in wait4.)
+ */
+SEC("tracepoint/syscalls/sys_enter_setpgid")
+int jb_job_setpgid(struct syscall_trace_enter *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	__s32 pid = (__s32)ctx->args[0];
+	struct jb_thread *t;
+
+	if (!all_threads && tid != id >> 32)
+		return 0;
+	/* Its own group (0 or its pid) is not a job. */
+	if (pid <= 0 || (__u32)pid == id >> 32)
+		return 0;
+	t = thread_of_current(tid);
+	if (t && t->in_task)
+		t->job_started = 1;
+	return 0;
+}
+
+static __always_inline int on_child_wait_enter(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct jb_thread *t;
+
+	if (!all_threads && tid != id >> 32)
+		return 0;
+	t = thread_of_current(tid);
+	if (!t || t->depth || !t->in_task || !t->job_started)
+		return 0;
+	t->job_wait = 1;
+	return on_wait_enter();
+}
+
+static __always_inline int on_child_wait_exit(__u32 nr)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct jb_thread *t = thread_of_current(tid);
+
+	if (!t || !t->job_wait)
+		return 0;
+	t->job_wait = 0;
+	return on_wait_exit(nr);
+}
+
+#define CHILD_WAIT_HOOKS(name)                                                \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                           \
+	int jb_cwenter_##name(struct syscall_trace_enter *ctx)                 \
+	{                                                                     \
+		return on_child_wait_enter();                                 \
+	}                                                                     \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                            \
+	int jb_cwexit_##name(struct syscall_trace_exit *ctx)                   \
+	{                                                                     \
+		return on_child_wait_exit(ctx->nr);                           \
+	}
+
+CHILD_WAIT_HOOKS(wait4)
+CHILD_WAIT_HOOKS(waitid)
 
 /* ---- markers: uprobes and USDT probes that bound tasks ------------------ */
 

@@ -15,8 +15,11 @@ constexpr WaitSyscall kArm64Waits[] = {
     {"epoll_pwait", 22}, {"epoll_pwait2", 441}, {"ppoll", 73}, {"pselect6", 72},
 };
 
-constexpr ArchInfo kX86{Arch::X86_64, "x86_64", kX86Waits};
-constexpr ArchInfo kArm64{Arch::Arm64, "aarch64", kArm64Waits};
+constexpr WaitSyscall kX86ChildWaits[] = {{"wait4", 61}, {"waitid", 247}};
+constexpr WaitSyscall kArm64ChildWaits[] = {{"wait4", 260}, {"waitid", 95}};
+
+constexpr ArchInfo kX86{Arch::X86_64, "x86_64", kX86Waits, kX86ChildWaits};
+constexpr ArchInfo kArm64{Arch::Arm64, "aarch64", kArm64Waits, kArm64ChildWaits};
 
 }  // namespace
 
@@ -34,6 +37,8 @@ const ArchInfo& host_arch() {
 
 std::optional<std::string_view> wait_syscall_name(const ArchInfo& arch, uint32_t nr) {
   for (const auto& w : arch.wait_syscalls)
+    if (w.nr == nr) return w.name;
+  for (const auto& w : arch.child_waits)
     if (w.nr == nr) return w.name;
   return std::nullopt;
 }

@@ -23,13 +23,16 @@ struct ArchInfo {
   Arch arch;
   std::string_view name;  // "x86_64", "aarch64"
   std::span<const WaitSyscall> wait_syscalls;
+  // Waits for a child (wait4, waitid): they bound tasks only while a
+  // job-control shell has handed its terminal to the job it waits for.
+  std::span<const WaitSyscall> child_waits;
 };
 
 // The table of the architecture jankbpf was built for.
 const ArchInfo& host_arch();
 // The table of a given architecture (unit tests, cross-arch fixtures).
 const ArchInfo& arch_info(Arch arch);
-// Name of a wait syscall by number on `arch`, if it is one.
+// Name of a wait syscall (event-loop or child wait) by number on `arch`.
 std::optional<std::string_view> wait_syscall_name(const ArchInfo& arch, uint32_t nr);
 
 }  // namespace jankbpf

@@ -53,6 +53,8 @@ void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu
                               skel->progs.jb_wakeup_new_raw, skel->progs.jb_exit_raw,
                               skel->progs.jb_scan, skel->progs.jb_exec_raw};
   for (auto* p : btf_progs) bpf_program__set_autoload(p, timer);
+  // Shell jobs: the child waits bound tasks only after a setpgid of a child.
+  bpf_program__set_autoload(skel->progs.jb_job_setpgid, tracefs::has_event("syscalls", "sys_enter_setpgid"));
   // The waker is only wanted with off-CPU captures.
   bpf_program__set_autoload(skel->progs.jb_waking_btf, timer && offcpu);
   for (auto* p : raw_progs) bpf_program__set_autoload(p, !timer);
@@ -69,12 +71,15 @@ void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu
   bpf_object__for_each_program(prog, skel->obj) {
     std::string name = bpf_program__name(prog);
     std::string syscall;
+    bool child = false;
     if (name.starts_with("jb_enter_")) syscall = name.substr(9);
     else if (name.starts_with("jb_exit_") && name != "jb_exit_btf" && name != "jb_exit_raw")
       syscall = name.substr(8);
+    else if (name.starts_with("jb_cwenter_")) syscall = name.substr(11), child = true;
+    else if (name.starts_with("jb_cwexit_")) syscall = name.substr(10), child = true;
     else continue;
     bool wanted = false;
-    for (const auto& w : host_arch().wait_syscalls)
+    for (const auto& w : child ? host_arch().child_waits : host_arch().wait_syscalls)
       if (w.name == syscall) wanted = tracefs::has_event("syscalls", "sys_enter_" + syscall);
     bpf_program__set_autoload(prog, wanted);
   }

@@ -194,6 +194,10 @@ TEST_CASE("per-arch wait syscall tables", "[arch]") {
   const auto& x86 = arch_info(Arch::X86_64);
   CHECK(wait_syscall_name(x86, 232) == "epoll_wait");
   CHECK(wait_syscall_name(x86, 7) == "poll");
+  // Child waits bound a shell's tasks while it runs a job.
+  CHECK(wait_syscall_name(x86, 61) == "wait4");
+  CHECK(wait_syscall_name(arch_info(Arch::Arm64), 260) == "wait4");
+  CHECK(wait_syscall_name(arch_info(Arch::Arm64), 95) == "waitid");
   CHECK(x86.wait_syscalls.size() == 7);
   const auto& arm = arch_info(Arch::Arm64);
   CHECK(wait_syscall_name(arm, 22) == "epoll_pwait");
