@@ -126,6 +126,7 @@ static struct {
 	int measure;
 	int nice;
 	int have_nice;
+	int fifo;  /* --fifo PRIO: SCHED_FIFO for every thread (0: not) */
 } cfg = {.loop = L_EPOLL, .gap_ns = 100 * NS_PER_MS, .io_dir = "/var/tmp"};
 
 static FILE *truth;
@@ -1087,6 +1088,8 @@ static void usage(FILE *f)
 "                       (running, runnable from schedstat; S/D split sampled)\n"
 "  --nice N             nice value of all threads (e.g. -20 on a busy machine,\n"
 "                       so spin stays running and io wakeups get a CPU at once)\n"
+"  --fifo PRIO          SCHED_FIFO at PRIO (1-49) for all threads: nice does not\n"
+"                       cross scheduler autogroups, a real-time class does\n"
 "\n"
 "Steps (a task each; xN repeats a step N times, with gaps):\n"
 "  spin:MS      burn CPU for MS ms                       running\n"
@@ -1115,7 +1118,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	enum { OPT_LOOP = 1, OPT_SCRIPT, OPT_GAP, OPT_DELAY, OPT_THREADS, OPT_WSCRIPT, OPT_IODIR, OPT_TRUTH, OPT_NAME,
-	       OPT_MEASURE, OPT_NICE, OPT_HELP };
+	       OPT_MEASURE, OPT_NICE, OPT_FIFO, OPT_HELP };
 	static const struct option opts[] = {
 		{"loop", required_argument, 0, OPT_LOOP},
 		{"script", required_argument, 0, OPT_SCRIPT},
@@ -1128,6 +1131,7 @@ int main(int argc, char **argv)
 		{"name", required_argument, 0, OPT_NAME},
 		{"measure", no_argument, 0, OPT_MEASURE},
 		{"nice", required_argument, 0, OPT_NICE},
+		{"fifo", required_argument, 0, OPT_FIFO},
 		{"help", no_argument, 0, OPT_HELP},
 		{0, 0, 0, 0},
 	};
@@ -1164,6 +1168,9 @@ int main(int argc, char **argv)
 			cfg.name = optarg;
 			break;
 		case OPT_MEASURE: cfg.measure = 1; break;
+		case OPT_FIFO:
+			cfg.fifo = (int)parse_long(optarg, "--fifo", 1, 49);
+			break;
 		case OPT_NICE:
 			cfg.nice = (int)parse_long(optarg, "--nice", -20, 19);
 			cfg.have_nice = 1;
@@ -1195,6 +1202,14 @@ int main(int argc, char **argv)
 	/* per thread on Linux: every thread created below inherits it */
 	if (cfg.have_nice && setpriority(PRIO_PROCESS, 0, cfg.nice))
 		die("--nice %d: %s", cfg.nice, strerror(errno));
+	/* Inherited too. Below the hogs' priority (50), so runnable and late
+	 * still wait for them; above every normal task, so nothing else on a
+	 * busy machine takes the CPU from a spin. */
+	if (cfg.fifo) {
+		struct sched_param sp = {.sched_priority = cfg.fifo};
+		if (sched_setscheduler(0, SCHED_FIFO, &sp))
+			die("--fifo %d: %s", cfg.fifo, strerror(errno));
+	}
 	the_pid = getpid();
 
 	/* SIGUSR1 is taken by jt-signal only; every thread inherits the mask. */

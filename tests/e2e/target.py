@@ -64,7 +64,7 @@ def command(script: str = "", *, loop: str | None = None, gap_ms: int | None = N
             worker_script: str | None = None, io_dir: str | None = None,
             truth: str | os.PathLike | None = None, name: str | None = None,
             nice: int | None = None, measure: bool = False,
-            binary: str = TARGET) -> list[str]:
+            fifo: int | None = None, binary: str = TARGET) -> list[str]:
     """The jank_target argv for these settings (None: the target's default)."""
     argv = [binary]
     if script:
@@ -72,7 +72,7 @@ def command(script: str = "", *, loop: str | None = None, gap_ms: int | None = N
     for flag, value in (("--loop", loop), ("--gap", gap_ms), ("--start-delay", start_delay),
                         ("--threads", threads), ("--worker-script", worker_script),
                         ("--io-dir", io_dir), ("--truth", truth), ("--name", name),
-                        ("--nice", nice)):
+                        ("--nice", nice), ("--fifo", fifo)):
         if value is not None:
             argv += [flag, str(value)]
     if measure:

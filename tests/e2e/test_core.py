@@ -15,16 +15,19 @@ from harness import Jankbpf, held_bpf_ids, loaded_ids, run_jankbpf, JANKBPF
 import target as target_mod
 from target import DOMINANT_STATE
 
-# nice -20 keeps the target's share of a busy machine high, but nice does not
-# cross scheduler autogroups: another session's load still makes a spinning
-# task wait for its CPU. So the state breakdown is checked against the app's
-# own accounting of the same task (--measure: CLOCK_THREAD_CPUTIME_ID and
-# schedstat's run_delay), which holds on a loaded machine as on a quiet one.
+# The target runs SCHED_FIFO (below its own hogs): nice does not cross
+# scheduler autogroups, so at nice -20 another session's load still took
+# the CPU from a spinning task; a real-time class keeps it, and each kind of
+# task spends >= 90% of its time in its own state on a busy machine too.
+# The split is also checked against the app's own accounting of the same
+# task (--measure: CLOCK_THREAD_CPUTIME_ID and schedstat's run_delay).
 NICE = -20
+FIFO = 1
 
 
 def command(script, **kw):
     kw.setdefault("nice", NICE)
+    kw.setdefault("fifo", FIFO)
     kw.setdefault("measure", True)
     return target_mod.command(script, **kw)
 
@@ -33,6 +36,7 @@ class Target(target_mod.Target):
     @classmethod
     def start(cls, script="", **kw):
         kw.setdefault("nice", NICE)
+        kw.setdefault("fifo", FIFO)
         kw.setdefault("measure", True)
         return super().start(script, **kw)
 
@@ -67,14 +71,15 @@ def assert_states_match(task, j):
         assert parts["running"] >= cpu - tol, where
         assert off_cpu <= unexplained + tol, where
     want = DOMINANT_STATE.get(task["kind"])
-    if want == "runnable":
-        # Made by a pinned SCHED_FIFO hog: other load cannot shrink it.
-        assert parts["runnable"] >= 0.90 * j["duration_ms"], (task["kind"], parts)
+    if want == "blocked_io":
+        # O_DIRECT reads cost CPU between the waits (5-10% here, more with
+        # steal time on a busy host): of the time off the CPU, nearly all
+        # is D state.
+        off = parts["sleeping"] + parts["blocked_io"]
+        assert parts[want] >= 0.90 * off, f"{task['kind']}: {want} only {parts[want]} of {off:.3f} ms off-CPU ({parts})"
+        assert off >= 0.75 * j["duration_ms"], (task["kind"], parts)
     elif want:
-        # Waiting for a CPU is how other load shows; of the rest, the kind's
-        # own state must be nearly all.
-        rest = j["duration_ms"] - parts["runnable"]
-        assert parts[want] >= 0.90 * rest - 1.0, f"{task['kind']}: {want} only {parts[want]} of {rest:.3f} ms not runnable ({parts})"
+        assert parts[want] >= 0.90 * j["duration_ms"], f"{task['kind']}: {want} only {parts[want] / j['duration_ms']:.0%} ({parts})"
 
 
 def assert_matches_truth(janks, target, threshold=THRESHOLD, worker=0):
