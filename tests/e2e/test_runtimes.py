@@ -47,7 +47,11 @@ def test_glib_without_sdt_probes_marks_dispatch_rounds():
     # and little else (the fast sources' rounds are tasks of their own).
     begin, dur = j["begin_monotonic_ns"], j["duration_ms"] * 1e6
     assert begin <= slow["begin_ns"] and begin + dur >= slow["end_ns"]
-    assert dur - slow["dur_ns"] < 2e6, (j["duration_ms"], slow["dur_ns"] / 1e6)
+    # Beyond the callback: GLib's own work, and any wait for a CPU in the
+    # round (a loaded machine preempts the loop between probe and callback:
+    # seen 2.9 ms once), which the record shows as runnable.
+    extra_ms = (dur - slow["dur_ns"]) / 1e6
+    assert extra_ms < 2.0 + j["state_ms"]["runnable"], (j["duration_ms"], slow["dur_ns"] / 1e6, j["state_ms"])
     assert j["state_ms"]["sleeping"] > 290
     # Named after the callback the round ran, found in its stack.
     assert j["runnable_name"] == "slow_cb", (j["runnable_name"], j["heaviest_stack"])
