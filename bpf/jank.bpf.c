@@ -585,18 +585,23 @@ static __always_inline int on_wait_exit(__u32 nr)
 	return 0;
 }
 
-/* One program pair per wait syscall; userspace loads the ones the arch has. */
-#define WAIT_HOOKS(name)                                                      \
+/*
+ * One program pair per syscall: jb_<kind>enter_<name> and jb_<kind>exit_<name>
+ * (kind "" for event-loop waits, "cw" for child waits); userspace loads the
+ * ones the arch has.
+ */
+#define SYSCALL_HOOKS(kind, name, on_enter, on_exit)                          \
 	SEC("tracepoint/syscalls/sys_enter_" #name)                           \
-	int jb_enter_##name(struct syscall_trace_enter *ctx)                   \
+	int jb_##kind##enter_##name(struct syscall_trace_enter *ctx)           \
 	{                                                                     \
-		return on_wait_enter();                                       \
+		return on_enter();                                            \
 	}                                                                     \
 	SEC("tracepoint/syscalls/sys_exit_" #name)                            \
-	int jb_exit_##name(struct syscall_trace_exit *ctx)                     \
+	int jb_##kind##exit_##name(struct syscall_trace_exit *ctx)             \
 	{                                                                     \
-		return on_wait_exit(ctx->nr);                                 \
+		return on_exit(ctx->nr);                                      \
 	}
+#define WAIT_HOOKS(name) SYSCALL_HOOKS(, name, on_wait_enter, on_wait_exit)
 
 WAIT_HOOKS(epoll_wait)
 WAIT_HOOKS(epoll_pwait)
@@ -666,17 +671,7 @@ static __always_inline int on_child_wait_exit(__u32 nr)
 	return on_wait_exit(nr);
 }
 
-#define CHILD_WAIT_HOOKS(name)                                                \
-	SEC("tracepoint/syscalls/sys_enter_" #name)                           \
-	int jb_cwenter_##name(struct syscall_trace_enter *ctx)                 \
-	{                                                                     \
-		return on_child_wait_enter();                                 \
-	}                                                                     \
-	SEC("tracepoint/syscalls/sys_exit_" #name)                            \
-	int jb_cwexit_##name(struct syscall_trace_exit *ctx)                   \
-	{                                                                     \
-		return on_child_wait_exit(ctx->nr);                           \
-	}
+#define CHILD_WAIT_HOOKS(name) SYSCALL_HOOKS(cw, name, on_child_wait_enter, on_child_wait_exit)
 
 CHILD_WAIT_HOOKS(wait4)
 CHILD_WAIT_HOOKS(waitid)
