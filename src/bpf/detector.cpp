@@ -272,6 +272,12 @@ bool Detector::attach_uprobe(const std::string& binary, uint64_t offset, bool re
   bpf_link* link = bpf_program__attach_uprobe_opts(
       begin ? skel_->progs.jb_mark_begin : skel_->progs.jb_mark_end, -1, binary.c_str(),
       static_cast<size_t>(offset), &opts);
+  return keep_marker_link(link, error);
+}
+
+// A marker probe's link is kept until exit; a failed attach says why
+// (errno, and libbpf's last message).
+bool Detector::keep_marker_link(bpf_link* link, std::string* error) {
   if (!link) {
     int err = errno;
     std::string why = last_libbpf_line();
@@ -293,15 +299,7 @@ bool Detector::attach_usdt(const std::string& binary, const std::string& provide
   g_libbpf_last.clear();
   bpf_link* link = bpf_program__attach_usdt(begin ? skel_->progs.jb_usdt_begin : skel_->progs.jb_usdt_end,
                                             -1, binary.c_str(), provider.c_str(), name.c_str(), &opts);
-  if (!link) {
-    int err = errno;
-    std::string why = last_libbpf_line();
-    *error = std::string(strerror(err)) + (why.empty() ? "" : " (" + why + ")");
-    return false;
-  }
-  extra_links_.emplace_back(link);
-  marker_links_++;
-  return true;
+  return keep_marker_link(link, error);
 }
 
 int Detector::ready_fd() const { return ring_buffer__epoll_fd(rb_.get()); }

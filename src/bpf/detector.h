@@ -99,6 +99,7 @@ class Detector {
   bool load(const DetectorConfig& cfg, WatchdogMode mode, bool state_in_task, std::string* error);
   bool attach(std::string* error);
   bool attach_scan_tick(std::string* error);
+  bool keep_marker_link(bpf_link* link, std::string* error);
 
   struct SkelDeleter { void operator()(jank_bpf* s) const; };
   struct RingDeleter { void operator()(ring_buffer* r) const; };
