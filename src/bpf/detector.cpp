@@ -194,7 +194,6 @@ bool Detector::load(const DetectorConfig& cfg, WatchdogMode mode, bool state_in_
     return false;
   }
   mode_ = mode;
-  state_in_task_ = state_in_task;
   log::debug("BPF loaded: %s watchdog, per-thread state in %s", mode == WatchdogMode::Timer ? "timer" : "scan",
              state_in_task ? "task storage" : "a tid hash");
   return true;

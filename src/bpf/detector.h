@@ -111,7 +111,6 @@ class Detector {
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> extra_links_;
   RecordHandler handler_;
   WatchdogMode mode_ = WatchdogMode::Auto;
-  bool state_in_task_ = false;
   int attached_ = 0;
   int marker_links_ = 0;
   bool stacks_ = false, offcpu_ = false, markers_ = false;

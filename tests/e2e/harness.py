@@ -158,6 +158,18 @@ def loaded_ids():
             {l["id"] for l in _bpftool("link", "list")})
 
 
+def still_loaded(progs, links, timeout=5.0):
+    """Which of these program and link ids are still in the kernel, after
+    giving it up to `timeout` s (it frees them after an RCU grace period)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        loaded_progs, loaded_links = loaded_ids()
+        left = (loaded_progs & progs, loaded_links & links)
+        if not any(left) or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.1)
+
+
 def link_ids_of(prog_ids):
     """Ids of BPF links whose program is one of prog_ids."""
     return {l["id"] for l in _bpftool("link", "list") if l.get("prog_id") in prog_ids}

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harness import Jankbpf, held_bpf_ids, loaded_ids, run_jankbpf, JANKBPF
+from harness import Jankbpf, held_bpf_ids, run_jankbpf, still_loaded, JANKBPF
 import target as target_mod
 from target import DOMINANT_STATE
 
@@ -306,15 +306,9 @@ def test_signal_detaches_and_leaves_nothing_in_kernel(sig):
     summary = jb.summary()
     assert summary["lost_events"] == 0
     assert "detached" in jb.stderr
-    # The kernel frees programs after an RCU grace period: allow it a moment.
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        loaded_progs, loaded_links = loaded_ids()
-        if not (loaded_progs & progs) and not (loaded_links & links):
-            break
-        time.sleep(0.1)
-    assert not (loaded_progs & progs), "programs left loaded after exit"
-    assert not (loaded_links & links), "links left after exit"
+    left_progs, left_links = still_loaded(progs, links)
+    assert not left_progs, "programs left loaded after exit"
+    assert not left_links, "links left after exit"
 
 
 def test_duration_and_output_file(tmp_path):

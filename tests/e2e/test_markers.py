@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness import BUILD, Jankbpf, held_bpf_ids, loaded_ids, run_jankbpf
+from harness import BUILD, Jankbpf, held_bpf_ids, run_jankbpf, still_loaded
 
 MARKER_LOOP = os.path.join(BUILD, "tests", "marker_loop")
 IGNORE = "3"
@@ -109,13 +109,8 @@ def test_marked_dispatches_are_the_tasks(form):
         assert all(cb["sema"] > 0 for cb in truth.cbs.values())
     # ...and nothing is left behind.
     assert len(links) >= 2
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        loaded_progs, loaded_links = loaded_ids()
-        if not (loaded_progs & progs) and not (loaded_links & links):
-            break
-        time.sleep(0.1)
-    assert not (loaded_links & links), "marker links left after exit"
+    _, left_links = still_loaded(progs, links)
+    assert not left_links, "marker links left after exit"
     if form == "usdt":
         after_run = run_loop("x:spin:1", start_delay=0)
         assert after_run.cbs["x"]["sema"] == 0
