@@ -51,6 +51,7 @@ RESULTS = os.path.join(ROOT, "bench", "RESULTS.md")
 PYTHON = "/usr/bin/python3"  # Debian's, the one python3-bpfcc is installed for
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 os.environ.setdefault("JANKBPF_BUILD", BUILD)
 from target import Target  # noqa: E402  (jank_target's own helper)
 
@@ -1483,6 +1484,12 @@ def main() -> int:
         hooks = bench_hooks(redis, pp, workloads)
         foot = bench_footprint()
         stacks = bench_stacks()
+        say("6b. syscall tax on Debian 12's 6.1 x86_64 kernel (kernel lane)")
+        try:
+            import lane_tax
+            lane_md = lane_tax.render(lane_tax.measure())
+        except Exception as e:  # noqa: BLE001 - the lane is reported, not fatal
+            lane_md = f"## 6b. Syscall tax on Debian 12's 6.1 x86_64 kernel\n\nnot measured: {e}\n"
     finally:
         if pp:
             pp.stop()
@@ -1492,6 +1499,8 @@ def main() -> int:
     with open("/proc/loadavg") as f:
         M["load_end"] = " ".join(f.read().split()[:3])
     table, md = report(M, workloads, thr, tax, hooks, start, foot, acc, stacks, time.monotonic() - T0)
+    md += "\n" + lane_md
+    table += "\n" + lane_md
     print(table)
     out = os.environ.get("BENCH_RESULTS", RESULTS)
     with open(out, "w") as f:

@@ -34,6 +34,10 @@ static __always_inline void jb_copy_user_regs(__u64 *out, struct pt_regs *r)
 	out[16] = BPF_CORE_READ(r, r15);
 }
 #define JB_USER_SP(regs) ((regs)[7])
+/* A syscall's first argument in the pt_regs its kernel function gets
+ * (ia32 entry points take them in the i386 order). */
+#define JB_SYSCALL_ARG0(regs, compat) \
+	((compat) ? BPF_CORE_READ((regs), bx) : BPF_CORE_READ((regs), di))
 #elif defined(__TARGET_ARCH_arm64)
 /* mask 0x1ffffffff: x0..x30, sp, pc */
 #define JB_USER_REGS 33
@@ -42,6 +46,7 @@ static __always_inline void jb_copy_user_regs(__u64 *out, struct pt_regs *r)
 	bpf_probe_read_kernel(out, 33 * sizeof(__u64), &r->user_regs);
 }
 #define JB_USER_SP(regs) ((regs)[31])
+#define JB_SYSCALL_ARG0(regs, compat) BPF_CORE_READ((regs), regs[0])
 #else
 #error "jankbpf's BPF side supports x86 and arm64"
 #endif

@@ -5,7 +5,10 @@
 #      its own, so `make test` stays lean): redis-server, redis-tools,
 #      bpftrace, bpfcc-tools + python3-bpfcc, and kernel headers for BCC;
 #   2. builds the bench programs (bench/*.c) into build/bench/;
-#   3. runs bench/bench.py, which prints a table and rewrites bench/RESULTS.md.
+#   3. runs bench/bench.py, which prints a table and rewrites bench/RESULTS.md;
+#   4. runs every libFuzzer target (build/fuzz/, make fuzz-bin) for
+#      FUZZ_BENCH_RUNS executions (10,000,000; 100,000 with BENCH_QUICK) and
+#      appends their table to RESULTS.md as a "Fuzzing" section.
 #
 #   BENCH_QUICK=1   a shorter smoke run (fewer rounds, 10 s windows)
 #   BENCH_RESULTS=FILE  write the report there instead of bench/RESULTS.md
@@ -111,3 +114,26 @@ done
 JANKBPF_BUILD=$(realpath "$BUILD") /usr/bin/python3 bench/bench.py &
 py_pid=$!
 wait "$py_pid"
+py_pid=
+
+# --- 4. fuzzing --------------------------------------------------------------------
+# After bench.py, which rewrites RESULTS.md: appended to what it wrote.
+results=${BENCH_RESULTS:-bench/RESULTS.md}
+runs=${FUZZ_BENCH_RUNS:-10000000}
+[[ ${BENCH_QUICK:-0} != 0 && -z ${FUZZ_BENCH_RUNS:-} ]] && runs=100000
+fuzz_rc=0
+FUZZ_BENCH_RUNS=$runs FUZZ_TABLE=$tmp/fuzz.md scripts/fuzz.sh bench || fuzz_rc=$?
+{
+  echo
+  echo "## Fuzzing"
+  echo
+  echo "Each libFuzzer target (tests/fuzz/, ASan+UBSan, clang $(clang++ -dumpversion)) run for $runs"
+  echo "executions from its seeds and the corpus kept in build/fuzz/corpus/, after one pass over"
+  echo "the generated large inputs; $(date -u +%Y-%m-%d), $(nproc) CPUs shared with the rest of the bench host."
+  echo
+  cat "$tmp/fuzz.md" 2>/dev/null || echo "(no table: scripts/fuzz.sh failed before running)"
+} >> "$results"
+if [[ $fuzz_rc -ne 0 ]]; then
+  echo "bench: FAILED: a fuzz target crashed (build/fuzz/artifacts/)" >&2
+  exit 1
+fi

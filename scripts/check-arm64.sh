@@ -82,7 +82,12 @@ if (( unit )); then
     fi
   fi
   [[ -f $ubin ]] || fail "$ubin does not exist (make ARCH=arm64 unit-bin)"
-  uout=$(timeout 300 "$qemu" -L "$sysroot" "$ubin" "$UNIT_TAGS" 2>&1)
+  # Started through the arm64 ld.so rather than with -L: -L makes qemu map
+  # every absolute path into the sysroot when it exists there, "/" included,
+  # so the tests that walk real paths component by component would walk the
+  # sysroot instead of this machine's /tmp.
+  uout=$(timeout 300 "$qemu" "$sysroot/lib/ld-linux-aarch64.so.1" \
+           --library-path "$sysroot/lib:/usr/lib/aarch64-linux-gnu" "$ubin" "$UNIT_TAGS" 2>&1)
   rc=$?
   if (( rc != 0 )) || [[ $uout != *"All tests passed"* ]]; then
     printf '%s\n' "$uout" | tail -n 40 >&2

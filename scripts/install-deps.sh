@@ -3,11 +3,14 @@
 # that is not installed yet. Idempotent: a second run installs nothing and
 # does not touch the network.
 #
-#   scripts/install-deps.sh [x86|arm64]
+#   scripts/install-deps.sh [x86|arm64|kernels]
 #
 # arm64 adds the aarch64 cross toolchain and the arm64 multiarch -dev
 # packages needed by `make ARCH=arm64`, plus qemu-user-static to run the
-# result.
+# result. kernels adds to that what the kernel lane (make kernels) boots
+# with: qemu-system for x86_64 and arm64, busybox-static, binutils
+# (readelf). The lane itself fetches, without installing, the guest kernels
+# and the arm64 guest tools (apt-get download into build/kernel-lane/cache).
 set -euo pipefail
 
 arch=${1:-x86}
@@ -22,6 +25,17 @@ pkgs=(
   trace-cmd
   python3 python3-pytest nodejs
   systemtap-sdt-dev libglib2.0-dev
+  # The libFuzzer targets (make fuzz): clang's fuzzer, ASan and UBSan
+  # runtimes are in Debian's libclang-rt-14-dev, not in clang itself.
+  libclang-rt-14-dev
+  # Running as a service: `make deb` (debhelper, lintian), the unit and
+  # rotation checks (systemd-analyze, logrotate, man), the schema and OTel
+  # recipe tests (python3-jsonschema, python3-yaml), the unit's sandbox
+  # rebuilt as seccomp (python3-seccomp), and the metrics test's real
+  # Prometheus scraping a real redis-server.
+  debhelper lintian systemd logrotate man-db
+  python3-jsonschema python3-yaml python3-seccomp
+  prometheus redis-server redis-tools
 )
 
 # arm64 (make ARCH=arm64): the cross compilers (they pull in the arm64 libc
@@ -33,6 +47,10 @@ pkgs=(
 # sys/sdt.h as arm64 too, for the test targets (make ARCH=arm64 apps). On an
 # arm64 host ARCH=arm64 is the native build and needs none of this.
 native=$(dpkg --print-architecture)
+if [[ $arch == kernels ]]; then
+  pkgs+=(qemu-system-x86 qemu-system-arm busybox-static binutils file)
+  arch=arm64
+fi
 if [[ $arch == arm64 && $native != arm64 ]]; then
   pkgs+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static file
          libbpf-dev:arm64 libelf-dev:arm64 libdw-dev:arm64 zlib1g-dev:arm64

@@ -4,17 +4,39 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <exception>
+#include <string_view>
 
+#include "app/check.h"
 #include "app/monitor.h"
 #include "cli/options.h"
 #include "output/output.h"
+#include "report/report_cmd.h"
 #include "util/log.h"
 #include "util/privileges.h"
 #include "util/tracefs.h"
 
 using namespace jankbpf;
 
+static int run(int argc, char** argv);
+
 int main(int argc, char** argv) {
+  // An exception that reaches here (bad_alloc while loading, say) is a
+  // runtime failure with a message, not an abort with a core dump.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    log::error("internal error: %s", e.what());
+  } catch (...) {
+    log::error("internal error: unknown exception");
+  }
+  return kExitFailure;
+}
+
+static int run(int argc, char** argv) {
+  // `jankbpf report ...`: pictures from saved records; no root, no BPF.
+  if (argc > 1 && std::string_view(argv[1]) == "report") return report::report_command(argc - 1, argv + 1);
+
   // 1. What the user asked for; bad usage exits 2 before anything else.
   ParseOutcome parsed = parse_options(argc, argv);
   if (!parsed.options) {
@@ -48,6 +70,9 @@ int main(int argc, char** argv) {
                tracefs::root().c_str());
     return kExitFailure;
   }
+
+  //    --check: the feature table for this kernel, and nothing else.
+  if (opts.check) return run_check(opts);
 
   // 3. Where records go.
   auto out = JsonLinesOutput::open(opts.output_path, &error);

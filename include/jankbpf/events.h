@@ -60,12 +60,14 @@ enum jb_stat {
 	JB_STAT_SAMPLES = 4,      /* on-CPU stack samples let through */
 	JB_STAT_OFFCPU = 5,       /* off-CPU captures made */
 	JB_STAT_UNSEEN_SWITCH = 6, /* a watched thread ran after a switch-in no tracepoint showed */
-	JB_STAT_NR = 8,
+	JB_STAT_STASH_FULL = 7,   /* off-CPU captures not made: the tid stash was full */
+	JB_STAT_PROCS_FULL = 8,   /* janked processes whose exit goes unreported: map full */
+	JB_STAT_SCAN_FULL = 9,    /* tasks the scan watchdog cannot see live: in_task full */
+	JB_STAT_NR = 10,
 };
 
 /* bits of jb_task_event.flags */
 #define JB_TASKF_CROSSED (1u << 0) /* the crossing was seen while running */
-#define JB_TASKF_HUNG (1u << 1)    /* a hang record was sent for it */
 #define JB_TASKF_UNRECOVERED (1u << 2) /* ended by the thread's exit, not a wait */
 
 /* bits of jb_proc.flags */
@@ -76,7 +78,7 @@ struct jb_header {
 	__u32 type; /* enum jb_event_type */
 	__u32 pid;  /* tgid */
 	__u32 tid;
-	__u32 cpu;
+	__u32 pad;
 	__u64 time_ns; /* when the record was made */
 };
 
@@ -87,10 +89,9 @@ struct jb_task_event {
 	__u64 end_ns;                 /* task end, or now while it still runs */
 	__u64 state_ns[JB_ST_NR];     /* breakdown; sums to end_ns - begin_ns */
 	__u64 seq;                    /* per-thread task number: ties events */
-	__u64 cgroup_id;
 	__u64 proc_start_ns;          /* group leader start, CLOCK_MONOTONIC */
 	__u32 uid;
-	__u32 wait_syscall;           /* syscall nr of the wait the task began from */
+	__u32 wait_syscall;           /* enum jb_wait_id (jankbpf/hooks.h) of its wait */
 	__u32 flags;                  /* JB_TASKF_* */
 	__u32 threshold_ms;
 	char comm[JB_COMM_LEN];       /* thread name */
@@ -154,7 +155,6 @@ struct jb_tracked_event {
 /* Value of the `procs` map, keyed by tgid. */
 struct jb_proc {
 	__u32 flags; /* JB_PROCF_* */
-	__u32 janks;
 };
 
 #endif /* JANKBPF_EVENTS_H */

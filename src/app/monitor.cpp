@@ -8,13 +8,17 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "arch/regs.h"
 #include "jankbpf/events.h"
 #include "proc/process_info.h"
 #include "util/log.h"
+#include "version.h"
 
 namespace jankbpf {
 namespace {
@@ -24,6 +28,16 @@ constexpr uint64_t kTagRing = 1ULL << 40, kTagSignal = 2ULL << 40, kTagDeadline 
                    kTagLease = 4ULL << 40, kTagTraceDeadline = 5ULL << 40,
                    kTagCapture = 6ULL << 40, kTagSampler = 7ULL << 40;
 constexpr uint64_t kTagMask = 0xffULL << 40;
+
+// How long the reporter may take to write what is queued once a stop is
+// requested (SIGINT, SIGTERM, --duration): the whole stop stays under 1 s.
+// When the run ends by itself (the command or every --pid target exited)
+// nobody is waiting on it, and the last task's stacks deserve their time;
+// a stuck job still cannot keep it going for ever.
+// Detaching 26 programs takes 60-100 ms (more under load), so the reporter
+// gets half a second from the request.
+constexpr std::chrono::milliseconds kStopBudget{500};
+constexpr std::chrono::milliseconds kEndBudget{15000};
 
 // While sampling is on, how often to check whether a task is still long.
 constexpr int64_t kLeaseNs = 100'000'000;
@@ -38,12 +52,16 @@ bool epoll_add(int epfd, int fd, uint64_t tag) {
 }  // namespace
 
 Monitor::Monitor(Options opts, std::unique_ptr<JsonLinesOutput> out)
-    : opts_(std::move(opts)), out_(std::move(out)) {}
+    : opts_(std::move(opts)), out_(std::move(out)) {
+  sinks_.add(*out_);
+}
 
 int Monitor::run() {
   started_ns_ = monotonic_ns();
   // 1. Targets named by pid must exist before anything is loaded.
   if (!check_targets()) return kExitUsage;
+  //    The report files must be writable before anything is loaded.
+  if (!start_report()) return kExitUsage;
   //    Markers name binaries, functions and probes that must exist too.
   if (std::string why; !markers_.plan(opts_.markers, &why)) {
     log::error("%s", why.c_str());
@@ -51,6 +69,9 @@ int Monitor::run() {
   }
   // 2. Signals, the deadline and the pidfds go through one epoll set.
   if (!setup_loop()) return kExitFailure;
+  //    The metrics port is taken before anything is loaded: a busy port
+  //    fails the start at once.
+  if (!start_metrics()) return kExitFailure;
   // 3. The command, if any, is forked now and held until we are attached.
   std::string error;
   if (!opts_.command.empty() && !launcher_.spawn(opts_.command, opts_.output_path.empty(), &error)) {
@@ -66,6 +87,7 @@ int Monitor::run() {
   rc.log_cap = opts_.log_cap;
   rc.dev = opts_.dev;
   rc.trace_threshold_ms = opts_.trace_threshold_ms;
+  rc.keep_samples = report_ != nullptr;
   reporter_ = std::make_unique<Reporter>(rc, named_out_);
   if (!start_detector() || !start_stacks()) {
     launcher_.abandon();
@@ -73,6 +95,7 @@ int Monitor::run() {
     return kExitFailure;
   }
   start_traces();
+  features_.warn_missing();
   announce_attached();
   // 5. Release the command now that its first task will be seen.
   if (launcher_.pid() > 0) {
@@ -88,11 +111,30 @@ int Monitor::run() {
   // 6. Report until told to stop, then save what is pending, detach, and
   //    summarise once every record before the summary is written.
   loop();
+  const uint64_t stop_ns = monotonic_ns();
   detector_->drain();
   if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
   if (traces_) traces_->shutdown();
-  reporter_->finish();
+  // The budget counts from the stop request, whatever the steps above took.
+  const auto spent = std::chrono::milliseconds((monotonic_ns() - stop_ns) / 1'000'000);
+  const auto budget = std::max(std::chrono::milliseconds(100), (asked_to_stop_ ? kStopBudget : kEndBudget) - spent);
+  const bool finished = reporter_->finish(budget);
+  log::debug("stop: traces and drain %lld ms, reporter %lld ms", static_cast<long long>(spent.count()),
+             static_cast<long long>((monotonic_ns() - stop_ns) / 1'000'000 - spent.count()));
+  if (!finished) {
+    // A job is stuck (a read that never returns, a parser that never ends):
+    // a stop request still ends the run. Summarise, detach, and exit
+    // without waiting for the thread (nothing may be destroyed under it).
+    log::error("the reporter thread is still busy (%s) %lld ms after the run ended: exiting without it",
+               reporter_->busy_with().c_str(), static_cast<long long>(budget.count()));
+    emit_summary();
+    traces_.reset();
+    detector_.reset();
+    log::status("detached");
+    std::_Exit(command_status_ ? *command_status_ : kExitOk);
+  }
   emit_summary();
+  metrics_server_.reset();
   traces_.reset();  // removes the ftrace instance
   detector_.reset();
   log::status("detached");
@@ -107,6 +149,24 @@ bool Monitor::check_targets() {
       return false;
     }
   }
+  return true;
+}
+
+bool Monitor::start_report() {
+  report::ReportFiles files;
+  files.html = opts_.report_html;
+  files.perfetto = opts_.perfetto_path;
+  files.folded = opts_.folded_path;
+  files.folded_by = opts_.folded_by_jank ? report::FoldedBy::Jank : report::FoldedBy::Process;
+  if (!files.any()) return true;
+  report_ = std::make_unique<report::ReportSink>(files);
+  std::string error;
+  if (!report_->start(&error)) {
+    log::error("%s", error.c_str());
+    report_.reset();
+    return false;
+  }
+  sinks_.add(*report_);
   return true;
 }
 
@@ -156,36 +216,47 @@ bool Monitor::setup_loop() {
   return true;
 }
 
-bool Monitor::start_detector() {
+DetectorConfig detector_config(const Options& opts) {
   DetectorConfig cfg;
-  cfg.threshold_ns = uint64_t{opts_.threshold_ms} * 1'000'000;
-  cfg.hang_ns = uint64_t{opts_.hang_ms} * 1'000'000;
-  cfg.ignore_startup_ns = uint64_t(opts_.jank.ignore_startup_time_s) * 1'000'000'000;
-  if (opts_.jank.stacks_enabled()) {
+  cfg.threshold_ns = uint64_t{opts.threshold_ms} * 1'000'000;
+  cfg.hang_ns = uint64_t{opts.hang_ms} * 1'000'000;
+  cfg.ignore_startup_ns = uint64_t(opts.jank.ignore_startup_time_s) * 1'000'000'000;
+  if (opts.jank.stacks_enabled()) {
     // Beyond the seed: stacks from a third of the threshold on, so the
     // start of a long task is sampled too (kept only if it crosses), for
     // as long as the seed samples after the crossing.
     cfg.early_ns = cfg.threshold_ns / 3;
-    cfg.sample_period_ns = uint64_t{opts_.sample_period_ms} * 1'000'000;
+    cfg.sample_period_ns = uint64_t{opts.sample_period_ms} * 1'000'000;
     cfg.sample_window_ns = cfg.threshold_ns +
-                           uint64_t(opts_.jank.sample_count) * opts_.jank.sample_interval_ms * 1'000'000;
+                           uint64_t(opts.jank.sample_count) * opts.jank.sample_interval_ms * 1'000'000;
     cfg.offcpu = true;
   }
-  if (opts_.jank.trace_enabled()) cfg.trace_ns = uint64_t{opts_.trace_threshold_ms} * 1'000'000;
-  cfg.all_threads = opts_.threads == ThreadScope::All;
-  cfg.filter_pids = !opts_.pids.empty() || !opts_.command.empty();
-  cfg.comm = opts_.comm;
+  if (opts.jank.trace_enabled()) cfg.trace_ns = uint64_t{opts.trace_threshold_ms} * 1'000'000;
+  cfg.all_threads = opts.threads == ThreadScope::All;
+  cfg.filter_pids = !opts.pids.empty() || !opts.command.empty();
+  cfg.comm = opts.comm;
   cfg.self_tgid = getpid();
-  cfg.watchdog = opts_.watchdog;
-  cfg.markers = !markers_.empty();
+  cfg.watchdog = opts.watchdog;
+  cfg.hooks = opts.hooks;
+  cfg.markers = !opts.markers.empty();
+  return cfg;
+}
 
+bool Monitor::start_detector() {
+  DetectorConfig cfg = detector_config(opts_);
   std::string error;
-  detector_ = Detector::start(cfg, [this](std::span<const uint8_t> rec) { on_record(rec); }, &error);
+  detector_ = Detector::start(cfg, [this](std::span<const uint8_t> rec) { on_record(rec); },
+                              &features_, &error);
   if (!detector_) {
     log::error("%s", error.c_str());
     return false;
   }
   for (pid_t pid : opts_.pids) detector_->add_target(pid);
+  if (metrics_)
+    metrics_->set_live([d = detector_.get()] {
+      auto ks = d->kernel_stats();
+      return MetricsLive{ks.ringbuf_drops, ks.tasks};
+    });
   if (!attach_markers()) return false;
   if (!epoll_add(epoll_.get(), detector_->ready_fd(), kTagRing)) {
     log::error("cannot watch the ring buffer: %s", strerror(errno));
@@ -247,9 +318,23 @@ void Monitor::announce_attached() {
   if (!markers_.empty())
     marks = "; " + std::to_string(markers_.markers().size()) + " marker(s) at " +
             std::to_string(detector_->marker_links()) + " probe site(s)";
-  log::status("attached: %d BPF programs, watchdog=%s; watching %s of %s, threshold %u ms%s",
-              detector_->programs_attached(), detector_->watchdog_name(), scope, what.c_str(),
+  log::status("attached: %d BPF programs, watchdog=%s, waits by %ss; watching %s of %s, threshold %u ms%s",
+              detector_->programs_attached(), detector_->watchdog_name(), detector_->hooks_name(), scope, what.c_str(),
               opts_.threshold_ms, marks.c_str());
+}
+
+bool Monitor::start_metrics() {
+  if (!opts_.metrics) return true;
+  metrics_ = std::make_unique<MetricsOutput>(MetricsOutput::kDefaultMaxLabelSets, JANKBPF_VERSION);
+  std::string error;
+  metrics_server_ = MetricsServer::start(*opts_.metrics, [m = metrics_.get()] { return m->render(); }, &error);
+  if (!metrics_server_) {
+    log::error("%s", error.c_str());
+    return false;
+  }
+  sinks_.add(*metrics_);
+  log::status("metrics: http://%s/metrics", metrics_server_->bound().c_str());
+  return true;
 }
 
 bool Monitor::start_stacks() {
@@ -260,10 +345,13 @@ bool Monitor::start_stacks() {
   pc.regs_mask = reg_table(host_arch().arch).sample_regs_user;
   pc.bpf_prog_fd = detector_->sample_prog_fd();
   std::string error;
-  if (!sampler_.open(pc, &error)) {
-    log::error("stack sampling: %s", error.c_str());
-    return false;
+  if (disabled_by_env("perf_sampling")) error = "disabled by JANKBPF_DISABLE";
+  if (!error.empty() || !sampler_.open(pc, &error)) {
+    // Janks are still measured; the summary and stderr say what is missing.
+    features_.set("perf_sampling", false, error, "janks without on-CPU stacks");
+    return true;
   }
+  features_.set("perf_sampling", true, "cpu-clock events with user registers and stack");
   // The reporter parses samples with the sampler's sample_type.
   reporter_->set_perf_sample_type(sampler_.sample_type());
   size_t i = 0;
@@ -283,10 +371,12 @@ bool Monitor::start_stacks() {
 void Monitor::start_traces() {
   if (!opts_.jank.trace_enabled()) return;
   traces_ = std::make_unique<TraceKeeper>(*reporter_);
-  std::string error;
+  std::string error, where;
+  bool have = probe::trace_cmd(&where);
+  features_.set("trace_cmd", have, where, have ? "" : "traces saved as text");
   if (!traces_->start(&error)) {
     // Janks are still reported; their records say why there is no trace.
-    log::warn("no traces: %s", error.c_str());
+    features_.set("ftrace_instance", false, error, "janks without traces");
     return;
   }
   epoll_add(epoll_.get(), traces_->deadline_fd(), kTagTraceDeadline);
@@ -338,14 +428,22 @@ void Monitor::loop() {
                 detector_->drain();  // its exit record
                 stop();
               }
+            } else if (si.ssi_signo == SIGHUP && out_->is_file()) {
+              // logrotate's postrotate: the next line goes to a new file.
+              std::string why;
+              if (out_->reopen(&why)) log::info("SIGHUP: reopened the output file");
+              else log::warn("SIGHUP: %s; still writing to the old file", why.c_str());
             } else {
+              // SIGINT, SIGTERM, and SIGHUP on stdout (the terminal hung up).
               log::info("signal %u: stopping", si.ssi_signo);
+              asked_to_stop_ = true;
               stop();
             }
           }
           break;
         }
         case kTagDeadline:
+          asked_to_stop_ = true;
           stop();
           break;
         case kTagLease:
@@ -445,6 +543,7 @@ void Monitor::on_task(const jb_task_event& e) {
   switch (e.hdr.type) {
     case JB_EV_EARLY:  // stacks wanted from now on
       keep_sampling(true);
+      if (sampling_ || detector_->offcpu_enabled()) reporter_->pin(static_cast<pid_t>(e.hdr.pid));
       return;
     case JB_EV_CROSSING:
       log::info("pid %u tid %u crossed the threshold", e.hdr.pid, e.hdr.tid);
@@ -490,8 +589,16 @@ void Monitor::emit_summary() {
   s.samples_dropped = rs.dropped;
   s.stack_logs = rs.stack_logs;
   s.suppressed = rs.suppressed;
+  s.failed_jobs = rs.failed_jobs;
+  s.stacks_evicted = rs.evicted_threads;
   s.traces = traces_ ? traces_->saved() : 0;
   s.watchdog = detector_->watchdog_name();
+  s.state_storage = detector_->state_storage();
+  s.hooks = detector_->hooks_name();
+  s.features_missing = features_.missing();
+  s.offcpu_stash_full = ks.stash_full;
+  s.procs_untracked = ks.procs_full;
+  s.scan_set_full = ks.scan_full;
   s.marker_sites = static_cast<uint64_t>(detector_->marker_links());
   for (auto& p : detector_->program_stats()) s.bpf.push_back({p.name, p.run_cnt, p.run_time_ns});
   rusage ru{};
@@ -499,7 +606,7 @@ void Monitor::emit_summary() {
   s.cpu_user_s = static_cast<double>(ru.ru_utime.tv_sec) + ru.ru_utime.tv_usec / 1e6;
   s.cpu_sys_s = static_cast<double>(ru.ru_stime.tv_sec) + ru.ru_stime.tv_usec / 1e6;
   s.max_rss_kb = ru.ru_maxrss;
-  out_->emit(s);
+  sinks_.emit(s);
   if (ks.ringbuf_drops) log::warn("%llu events lost (ring buffer full)", (unsigned long long)ks.ringbuf_drops);
   if (malformed_) log::warn("%llu malformed records ignored", (unsigned long long)malformed_);
   if (out_->write_errors()) log::warn("%llu records could not be written", (unsigned long long)out_->write_errors());

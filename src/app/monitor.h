@@ -18,12 +18,18 @@
 #include "cli/options.h"
 #include "markers/markers.h"
 #include "markers/naming.h"
+#include "metrics/http_server.h"
+#include "metrics/metrics_output.h"
 #include "output/output.h"
+#include "report/report_sink.h"
 #include "sampling/perf_sampler.h"
 #include "util/clock.h"
 #include "util/fd.h"
 
 namespace jankbpf {
+
+// The kernel-side configuration the options ask for (shared with --check).
+DetectorConfig detector_config(const Options& opts);
 
 class Monitor {
  public:
@@ -34,11 +40,13 @@ class Monitor {
 
  private:
   bool check_targets();
+  bool start_report();
   bool setup_loop();
   bool start_detector();
   bool attach_markers();
   bool attach_marker(const ProbeAttachment& a, std::string* error);
   void on_tracked(pid_t pid, pid_t tid, uint64_t proc_start_ns);
+  bool start_metrics();
   bool start_stacks();
   void start_traces();
   void announce_attached();
@@ -52,8 +60,11 @@ class Monitor {
   void stop() { running_ = false; }
 
   Options opts_;
+  FeatureSet features_;  // what this kernel gave us; missing ones go in the summary
   std::unique_ptr<JsonLinesOutput> out_;
-  NamingOutput named_out_{*out_};  // names runtime markers' tasks from their stacks
+  TeeOutput sinks_;                // every renderer of records: JSON lines first
+  NamingOutput named_out_{sinks_};
+  std::unique_ptr<report::ReportSink> report_;  // --report, --perfetto, --folded  // names runtime markers' tasks from their stacks
   EpochClock clock_;
   MarkerTable markers_;
   std::set<std::pair<pid_t, uint64_t>> tracked_;  // processes whose maps were looked at
@@ -73,10 +84,16 @@ class Monitor {
   std::map<int, pid_t> pidfds_;   // pidfd -> pid
   std::vector<Fd> pidfd_owners_;
   bool running_ = true;
+  bool asked_to_stop_ = false;  // a signal or --duration, not the targets' end
   uint64_t started_ns_ = 0;
 
   // Counted for the summary.
   uint64_t janks_ = 0, hangs_ = 0, exits_ = 0, malformed_ = 0;
+
+  // --metrics: last, so the server (which reads the detector's counters)
+  // stops before anything it reads is destroyed.
+  std::unique_ptr<MetricsOutput> metrics_;
+  std::unique_ptr<MetricsServer> metrics_server_;
 };
 
 }  // namespace jankbpf

@@ -1,5 +1,7 @@
 #include "app/record_builder.h"
 
+#include "bpf/hooks.h"
+
 #include <cstring>
 
 #include "arch/arch.h"
@@ -41,8 +43,8 @@ TaskRecord RecordBuilder::task(const jb_task_event& e) {
   r.state.sleeping_ms = static_cast<double>(e.state_ns[JB_ST_SLEEPING]) / 1e6;
   r.state.blocked_io_ms = static_cast<double>(e.state_ns[JB_ST_BLOCKED]) / 1e6;
   r.delivery_ms = static_cast<double>(e.delivery_ns) / 1e6;
-  auto name = wait_syscall_name(host_arch(), e.wait_syscall);
-  r.wait_syscall = name ? std::string(*name) : "syscall_" + std::to_string(e.wait_syscall);
+  std::string_view name = wait_name(e.wait_syscall);
+  r.wait_syscall = name.empty() ? "wait_" + std::to_string(e.wait_syscall) : std::string(name);
   r.task_seq = e.seq;
   r.app_start_jiffies_time = mono_ns_to_jiffies(e.begin_ns);
   switch (e.boundary) {

@@ -10,6 +10,7 @@
 #include "arch/regs.h"
 #include "logs/log_dir.h"
 #include "logs/quota.h"
+#include "report/sampled.h"
 #include "stack/perf_sample.h"
 #include "stack/resolver.h"
 #include "stack/tree.h"
@@ -24,6 +25,10 @@ namespace {
 constexpr size_t kMaxQueuedSamples = 4096;
 constexpr size_t kMaxStacksPerThread = 2048;
 constexpr uint64_t kMaxStackAgeNs = 120'000'000'000ULL;
+// Threads with stacks or off-CPU captures kept at once: a thread whose task
+// is never reported (short-lived processes in a fork loop) must not keep
+// them for good. Past this, the thread with the oldest newest entry goes.
+constexpr size_t kMaxStoredThreads = 4096;
 
 std::string kernel_symbol(const stack::Kallsyms& ks, uint64_t addr) {
   auto hit = ks.lookup(addr);
@@ -106,7 +111,24 @@ struct Reporter::Impl {
   };
   std::unordered_map<pid_t, std::vector<OffCpu>> offcpu;  // by tid
 
+  uint64_t evicted = 0;  // threads whose stored stacks were dropped unreported
+
+  // Makes room for `tid` in `table` (keyed by tid, values non-empty lists
+  // of entries with a time_ns, newest last).
+  template <typename Table>
+  void make_room(Table& table, pid_t tid, bool count) {
+    if (table.size() < kMaxStoredThreads || table.count(tid)) return;
+    auto oldest = table.end();
+    for (auto it = table.begin(); it != table.end(); ++it)
+      if (oldest == table.end() || it->second.empty() ||
+          (!oldest->second.empty() && it->second.back().time_ns < oldest->second.back().time_ns))
+        oldest = it;
+    table.erase(oldest);
+    if (count) ++evicted;
+  }
+
   void store(pid_t tid, uint64_t time_ns, stack::ResolvedStack&& s) {
+    make_room(stacks, tid, true);
     auto& q = stacks[tid];
     while (!q.empty() && (q.size() >= kMaxStacksPerThread || time_ns - q.front().time_ns > kMaxStackAgeNs))
       q.pop_front();
@@ -130,19 +152,35 @@ Reporter::Reporter(ReporterConfig cfg, Output& out)
 
 Reporter::~Reporter() { finish(); }
 
-void Reporter::finish() {
-  {
-    std::lock_guard lk(mu_);
-    if (stopping_ && !worker_.joinable()) return;
-    stopping_ = true;
-  }
+bool Reporter::finish(std::chrono::milliseconds budget) {
+  std::unique_lock lk(mu_);
+  if (!worker_.joinable()) return true;
+  stopping_ = true;
   cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  if (budget != std::chrono::milliseconds::max()) {
+    // Whatever a job is doing (a file on a stalled FUSE mount, a trace
+    // never saved), a stop request must end the run within its budget.
+    auto start = std::chrono::steady_clock::now();
+    if (!done_cv_.wait_until(lk, start + budget * 2 / 3, [&] { return worker_done_; })) {
+      hurry_ = true;
+      if (!done_cv_.wait_until(lk, start + budget, [&] { return worker_done_; })) return false;
+    }
+  }
+  lk.unlock();
+  worker_.join();
+  return true;
+}
+
+std::string Reporter::busy_with() {
+  std::lock_guard lk(mu_);
+  return busy_;
 }
 
 ReporterStats Reporter::stats() {
   std::lock_guard lk(mu_);
-  return stats_;
+  ReporterStats s = stats_;
+  s.evicted_threads = evicted_;
+  return s;
 }
 
 void Reporter::push(Job job, bool droppable) {
@@ -166,6 +204,14 @@ void Reporter::add_offcpu(const jb_offcpu_event& e) {
 }
 
 void Reporter::add_waker(const jb_waker_event& e) { push(WakerJob{e}, true); }
+
+void Reporter::pin(pid_t pid) {
+  {
+    std::lock_guard lk(mu_);
+    queue_.push_front(PinJob{pid});  // ahead of the samples already queued
+  }
+  cv_.notify_one();
+}
 void Reporter::report(TaskRecord rec, TaskContext ctx) { push(TaskJob{std::move(rec), std::move(ctx)}, false); }
 void Reporter::emit(ExitRecord rec) { push(ExitJob{std::move(rec)}, false); }
 void Reporter::forget(pid_t pid) { push(ForgetJob{pid}, false); }
@@ -175,32 +221,72 @@ void Reporter::run() {
   // must not take the CPU from the application being watched: this thread
   // yields to it. The ring-buffer reader keeps its normal priority.
   setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
+  static const char* const kJobNames[] = {"unwinding a perf sample", "unwinding an off-CPU capture",
+                                          "a waker's stack", "reporting a task", "an exit record",
+                                          "forgetting a process", "reading a process's maps"};
+  static_assert(std::size(kJobNames) == std::variant_size_v<Job>);
   for (;;) {
     Job job;
     {
       std::unique_lock lk(mu_);
+      busy_ = "";
       cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and everything written
+      if (queue_.empty()) {  // stopping, and everything written
+        evicted_ = impl_->evicted;
+        worker_done_ = true;
+        done_cv_.notify_all();
+        return;
+      }
       job = std::move(queue_.front());
       queue_.pop_front();
+      // Out of time: records still go out, their stacks no longer.
+      if (hurry_ && (std::holds_alternative<SampleJob>(job) || std::holds_alternative<OffCpuJob>(job) ||
+                     std::holds_alternative<WakerJob>(job) || std::holds_alternative<PinJob>(job))) {
+        stats_.dropped++;
+        continue;
+      }
+      busy_ = kJobNames[job.index()];
+      evicted_ = impl_->evicted;  // read under mu_ by stats()
     }
-    std::visit(
-        [&](auto& j) {
-          using T = std::decay_t<decltype(j)>;
-          if constexpr (std::is_same_v<T, ExitJob>) {
-            out_.emit(j.rec);
-          } else if constexpr (std::is_same_v<T, ForgetJob>) {
-            impl_->resolver.forget(j.pid);
-            std::erase_if(impl_->stacks, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
-            std::erase_if(impl_->offcpu, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
-            std::lock_guard lk(quota_mu_);
-            quota_->forget(j.pid);
-          } else {
-            handle(j);
-          }
-        },
-        job);
+    // One job's failure (bad_alloc on a hostile ELF, a parser's exception)
+    // costs that job, counted, never the run.
+    try {
+      std::visit(
+          [&](auto& j) {
+            using T = std::decay_t<decltype(j)>;
+            if constexpr (std::is_same_v<T, ExitJob>) {
+              out_.emit(j.rec);
+            } else if constexpr (std::is_same_v<T, PinJob>) {
+              impl_->resolver.prepare(j.pid, host_arch().arch);
+            } else if constexpr (std::is_same_v<T, ForgetJob>) {
+              impl_->resolver.forget(j.pid);
+              std::erase_if(impl_->stacks, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
+              std::erase_if(impl_->offcpu, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
+              std::lock_guard lk(quota_mu_);
+              quota_->forget(j.pid);
+            } else {
+              handle(j);
+            }
+          },
+          job);
+    } catch (const std::exception& e) {
+      job_failed(e.what());
+    } catch (...) {
+      job_failed("unknown exception");
+    }
   }
+}
+
+void Reporter::job_failed(const char* what) {
+  uint64_t n;
+  std::string job;
+  {
+    std::lock_guard lk(mu_);
+    n = ++stats_.failed_jobs;
+    job = busy_;
+  }
+  // The first few say what happened; the summary has the count.
+  if (n <= 5) log::error("reporter: %s failed: %s (the record or stack is lost; jankbpf goes on)", job.c_str(), what);
 }
 
 void Reporter::handle(SampleJob& j) {
@@ -239,6 +325,7 @@ void Reporter::handle(OffCpuJob& j) {
   off.time_ns = e.hdr.time_ns;
   off.state = e.state;
   off.kstack = kernel_stack(impl_->resolver.kallsyms(), kpcs, kframes);
+  impl_->make_room(impl_->offcpu, in.tid, false);  // counted with its stacks
   auto& list = impl_->offcpu[in.tid];
   if (list.size() >= 64) list.erase(list.begin());
   list.push_back(std::move(off));
@@ -282,7 +369,10 @@ void Reporter::handle(TaskJob& j) {
   if (it != impl_->stacks.end()) {
     auto& q = it->second;
     for (const auto& s : q)
-      if (s.time_ns >= ctx.begin_ns && s.time_ns <= ctx.end_ns) tree.add(s.stack);
+      if (s.time_ns >= ctx.begin_ns && s.time_ns <= ctx.end_ns) {
+        tree.add(s.stack);
+        if (cfg_.keep_samples) rec.sampled.push_back(report::to_sampled(s.stack, s.time_ns));
+      }
     // A finished task's stacks (and those of shorter tasks before it) are
     // no longer needed; a hang keeps them for the task's final report.
     if (!hang)
@@ -317,6 +407,8 @@ void Reporter::handle(TaskJob& j) {
       info.state = state_name(o.state);
       info.kernel_stack = o.kstack;
       if (o.woken_ns > o.time_ns) info.duration_ms = static_cast<double>(o.woken_ns - o.time_ns) / 1e6;
+      info.off_ns = o.time_ns;
+      info.woken_ns = o.woken_ns;
       info.has_waker = o.has_waker;
       info.waker = o.waker;
       rec.off_cpu.push_back(std::move(info));
@@ -347,7 +439,7 @@ void Reporter::handle(TaskJob& j) {
       rec.suppressed = std::string(suppressed_name(why));
     } else {
       std::string text = "# jankbpf stack log: pid " + std::to_string(rec.proc.pid) + " tid " +
-                         std::to_string(rec.tid) + " (" + rec.proc.bundle_name + ") task of " +
+                         std::to_string(rec.tid) + " (" + log::escape_control(rec.proc.bundle_name) + ") task of " +
                          std::to_string(rec.duration_ms) + " ms, " + std::to_string(tree.samples()) +
                          " samples\n" + tree.render();
       LogWrite w;

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -48,6 +49,7 @@ struct ReporterConfig {
   uint64_t log_cap = 10ull << 20;
   bool dev = false;
   uint32_t trace_threshold_ms = 450;
+  bool keep_samples = false;  // every sample into TaskRecord::sampled (--report, --perfetto, --folded)
 };
 
 struct ReporterStats {
@@ -55,6 +57,8 @@ struct ReporterStats {
   uint64_t stack_logs = 0;
   uint64_t traces = 0;
   uint64_t suppressed = 0;
+  uint64_t failed_jobs = 0;   // jobs that threw (bad_alloc, a parser's error): counted, skipped
+  uint64_t evicted_threads = 0;  // threads whose kept stacks were dropped to bound memory
 };
 
 class Reporter {
@@ -79,12 +83,21 @@ class Reporter {
   void report(TaskRecord rec, TaskContext ctx);
   void emit(ExitRecord rec);
   void forget(pid_t pid);
+  // A task of this process turned long: read its maps and open its
+  // executable files now, ahead of queued work, while it is alive (it may
+  // exit right after the jank, before its samples are unwound).
+  void pin(pid_t pid);
 
   // The sample_type the perf events were opened with (before any sample).
   void set_perf_sample_type(uint64_t t) { cfg_.perf_sample_type = t; }
 
   // Writes everything queued and stops the thread; then stats() is final.
-  void finish();
+  // With a budget: past 2/3 of it stacks still queued are dropped (records
+  // are still written); past all of it, false, with the thread still
+  // running (stuck in a job: busy_with() says which) — the caller must then
+  // exit without destroying the reporter.
+  bool finish(std::chrono::milliseconds budget = std::chrono::milliseconds::max());
+  std::string busy_with();
   ReporterStats stats();
   // The log directory: shared with the trace capture (main thread), so
   // every use takes this lock.
@@ -100,7 +113,8 @@ class Reporter {
   struct TaskJob { TaskRecord rec; TaskContext ctx; };
   struct ExitJob { ExitRecord rec; };
   struct ForgetJob { pid_t pid; };
-  using Job = std::variant<SampleJob, OffCpuJob, WakerJob, TaskJob, ExitJob, ForgetJob>;
+  struct PinJob { pid_t pid; };
+  using Job = std::variant<SampleJob, OffCpuJob, WakerJob, TaskJob, ExitJob, ForgetJob, PinJob>;
 
   void push(Job job, bool droppable);
   void run();
@@ -108,6 +122,7 @@ class Reporter {
   void handle(OffCpuJob& j);
   void handle(WakerJob& j);
   void handle(TaskJob& j);
+  void job_failed(const char* what);
 
   struct Impl;  // the resolver and the per-thread stores: worker-only state
   std::unique_ptr<Impl> impl_;
@@ -122,6 +137,11 @@ class Reporter {
   std::condition_variable cv_;
   std::deque<Job> queue_;
   bool stopping_ = false;
+  bool hurry_ = false;      // stopping with little time left: stacks are skipped
+  bool worker_done_ = false;
+  std::condition_variable done_cv_;
+  const char* busy_ = "";   // the job the worker is in, for a stuck exit
+  uint64_t evicted_ = 0;    // Impl's count, copied under mu_
   ReporterStats stats_;
   std::thread worker_;
 };

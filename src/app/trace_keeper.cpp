@@ -12,10 +12,12 @@ namespace jankbpf {
 namespace {
 
 constexpr int64_t kSaveAfterMs = 3000;  // the seed: the capture ends 3 s after the trigger
+constexpr int64_t kPollMs = 50;         // a capture with no pidfd to wait on is polled
 
 }  // namespace
 
-TraceKeeper::TraceKeeper(Reporter& reporter) : reporter_(reporter) {}
+TraceKeeper::TraceKeeper(Reporter& reporter, CaptureOptions options)
+    : reporter_(reporter), options_(std::move(options)) {}
 TraceKeeper::~TraceKeeper() = default;
 
 bool TraceKeeper::start(std::string* error) {
@@ -27,7 +29,7 @@ bool TraceKeeper::start(std::string* error) {
     return false;
   }
   instance_ = std::move(inst);
-  capture_ = std::make_unique<TraceCapture>(*instance_, reporter_.logs());
+  capture_ = std::make_unique<TraceCapture>(*instance_, reporter_.logs(), options_);
   log::info("ftrace instance %s recording (%u KB per CPU)", instance_->name().c_str(),
             instance_->buffer_kb_per_cpu());
   return true;
@@ -62,9 +64,13 @@ void TraceKeeper::on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_s
   current_ = pending;
   capture_pid_ = pid;
   scheduled_ = true;
+  arm_deadline(kSaveAfterMs);
+}
+
+void TraceKeeper::arm_deadline(int64_t ms) {
   itimerspec its{};
-  its.it_value.tv_sec = kSaveAfterMs / 1000;
-  its.it_value.tv_nsec = (kSaveAfterMs % 1000) * 1'000'000;
+  its.it_value.tv_sec = ms / 1000;
+  its.it_value.tv_nsec = (ms % 1000) * 1'000'000;
   timerfd_settime(deadline_.get(), 0, &its, nullptr);
 }
 
@@ -79,7 +85,12 @@ std::shared_ptr<PendingTrace> TraceKeeper::take(pid_t tid, uint64_t seq) {
 void TraceKeeper::on_deadline() {
   uint64_t n;
   (void)!read(deadline_.get(), &n, sizeof n);
-  if (scheduled_) begin_capture();
+  if (scheduled_) {
+    begin_capture();
+  } else if (capture_ && capture_->running()) {
+    finish_capture(false);  // polling a trace-cmd we have no pidfd for
+    if (capture_->running()) arm_deadline(kPollMs);
+  }
 }
 
 void TraceKeeper::begin_capture() {
@@ -88,6 +99,17 @@ void TraceKeeper::begin_capture() {
     current_->error = "trace capture could not start";
     current_->finish();
     current_.reset();
+    return;
+  }
+  // Nothing to wait for when trace-cmd did not start (missing, no temp dir,
+  // no tracefs to isolate it): the text trace, or the error, is ready now,
+  // and the paused instance must record again at once. A trace-cmd without
+  // a pidfd (pidfd_open failed) is polled on the deadline timer.
+  if (capture_->wait_fd() < 0) {
+    if (capture_->tool_running())
+      arm_deadline(kPollMs);
+    else
+      finish_capture(true);
   }
 }
 
@@ -118,9 +140,15 @@ void TraceKeeper::finish_capture(bool block) {
     s->finish();
   }
   shared_.clear();
-  if (r->log.ok()) saved_++;
-  log::info("trace saved: %s (%s, %lld ms)", r->log.path.c_str(), r->format.c_str(),
-            static_cast<long long>(r->duration_ms));
+  if (r->log.ok()) {
+    saved_++;
+    log::info("trace saved: %s (%s, %lld ms)", r->log.path.c_str(), r->format.c_str(),
+              static_cast<long long>(r->duration_ms));
+  } else {
+    const std::string& why = !r->error.empty() ? r->error : r->log.error;
+    log::error("trace not saved: %s", why.empty() ? "log directory over its cap" : why.c_str());
+  }
+  if (!r->note.empty()) log::info("trace: %s", r->note.c_str());
 }
 
 void TraceKeeper::shutdown() {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "app/reporter.h"
+#include "trace/capture.h"
 #include "util/fd.h"
 
 namespace jankbpf {
@@ -25,7 +26,7 @@ class TraceCapture;
 
 class TraceKeeper {
  public:
-  explicit TraceKeeper(Reporter& reporter);
+  explicit TraceKeeper(Reporter& reporter, CaptureOptions options = {});
   ~TraceKeeper();
 
   // Creates the instance (removing stale ones). False with *error set;
@@ -39,7 +40,8 @@ class TraceKeeper {
   // The pending trace of a task, if it had one (removes it).
   std::shared_ptr<PendingTrace> take(pid_t tid, uint64_t seq);
 
-  // For the event loop: the save deadline and, while trace-cmd runs, its pidfd.
+  // For the event loop: the save deadline and, while trace-cmd runs, its
+  // pidfd. Without a pidfd the deadline timer polls the capture instead.
   int deadline_fd() const { return deadline_.get(); }
   int capture_fd() const;
   void on_deadline();
@@ -52,8 +54,10 @@ class TraceKeeper {
  private:
   void begin_capture();
   void finish_capture(bool block);
+  void arm_deadline(int64_t ms);
 
   Reporter& reporter_;
+  CaptureOptions options_;
   std::unique_ptr<FtraceInstance> instance_;
   std::unique_ptr<TraceCapture> capture_;
   Fd deadline_;

@@ -3,25 +3,39 @@
 namespace jankbpf {
 namespace {
 
-// x86_64: arch/x86/entry/syscalls/syscall_64.tbl
+// x86_64 (arch/x86/entry/syscalls/syscall_64.tbl)
 constexpr WaitSyscall kX86Waits[] = {
-    {"epoll_wait", 232}, {"epoll_pwait", 281}, {"epoll_pwait2", 441}, {"poll", 7},
-    {"ppoll", 271},      {"select", 23},       {"pselect6", 270},
+    {"epoll_wait"}, {"epoll_pwait"}, {"epoll_pwait2"}, {"poll"},
+    {"ppoll"},      {"select"},       {"pselect6"},
 };
 
 // arm64 uses the generic table (include/uapi/asm-generic/unistd.h), which
 // has no epoll_wait, poll or select.
 constexpr WaitSyscall kArm64Waits[] = {
-    {"epoll_pwait", 22}, {"epoll_pwait2", 441}, {"ppoll", 73}, {"pselect6", 72},
+    {"epoll_pwait"}, {"epoll_pwait2"}, {"ppoll"}, {"pselect6"},
 };
 
-constexpr WaitSyscall kX86ChildWaits[] = {{"wait4", 61}, {"waitid", 247}};
-constexpr WaitSyscall kArm64ChildWaits[] = {{"wait4", 260}, {"waitid", 95}};
+constexpr WaitSyscall kX86ChildWaits[] = {{"wait4"}, {"waitid"}};
+constexpr WaitSyscall kArm64ChildWaits[] = {{"wait4"}, {"waitid"}};
 
 constexpr ArchInfo kX86{Arch::X86_64, "x86_64", kX86Waits, kX86ChildWaits};
 constexpr ArchInfo kArm64{Arch::Arm64, "aarch64", kArm64Waits, kArm64ChildWaits};
 
 }  // namespace
+
+std::vector<std::string> syscall_functions(const ArchInfo& arch, std::string_view syscall) {
+  std::string name(syscall);
+  if (arch.arch == Arch::Arm64) return {"__arm64_sys_" + name};
+  std::vector<std::string> out{"__x64_sys_" + name};
+  // i386 entry points: the generic one where the syscall needs no compat
+  // conversion, the compat one where it does, and the y2038 pairs.
+  for (const char* suffix : {"", "_time32", "_time64"}) {
+    out.push_back("__ia32_compat_sys_" + name + suffix);
+    out.push_back("__ia32_sys_" + name + suffix);
+  }
+  if (syscall == "select") out.push_back("__ia32_compat_sys_old_select");
+  return out;
+}
 
 const ArchInfo& arch_info(Arch arch) { return arch == Arch::Arm64 ? kArm64 : kX86; }
 
@@ -33,14 +47,6 @@ const ArchInfo& host_arch() {
 #else
 #error "jankbpf supports x86_64 and aarch64"
 #endif
-}
-
-std::optional<std::string_view> wait_syscall_name(const ArchInfo& arch, uint32_t nr) {
-  for (const auto& w : arch.wait_syscalls)
-    if (w.nr == nr) return w.name;
-  for (const auto& w : arch.child_waits)
-    if (w.nr == nr) return w.name;
-  return std::nullopt;
 }
 
 }  // namespace jankbpf

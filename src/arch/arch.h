@@ -7,16 +7,17 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace jankbpf {
 
 enum class Arch { X86_64, Arm64 };
 
-// An event-loop wait syscall: the tracepoint pair that bounds tasks.
+// A wait syscall this arch has (its hooks come from include/jankbpf/hooks.h).
 struct WaitSyscall {
   std::string_view name;  // as in syscalls:sys_enter_<name>
-  uint32_t nr;            // syscall number on this arch
 };
 
 struct ArchInfo {
@@ -28,11 +29,16 @@ struct ArchInfo {
   std::span<const WaitSyscall> child_waits;
 };
 
+// Kernel functions that implement `syscall` on `arch`, for BPF trampolines:
+// first the native entry point (__x64_sys_NAME, __arm64_sys_NAME), then the
+// ones 32-bit processes reach on x86_64 (__ia32_sys_NAME,
+// __ia32_compat_sys_NAME, time32/time64 variants). Candidates only: the
+// kernel's BTF says which exist.
+std::vector<std::string> syscall_functions(const ArchInfo& arch, std::string_view syscall);
+
 // The table of the architecture jankbpf was built for.
 const ArchInfo& host_arch();
 // The table of a given architecture (unit tests, cross-arch fixtures).
 const ArchInfo& arch_info(Arch arch);
-// Name of a wait syscall (event-loop or child wait) by number on `arch`.
-std::optional<std::string_view> wait_syscall_name(const ArchInfo& arch, uint32_t nr);
 
 }  // namespace jankbpf

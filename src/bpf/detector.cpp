@@ -1,11 +1,16 @@
 #include "bpf/detector.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cerrno>
 #include <cstdarg>
 #include <cstring>
@@ -17,6 +22,7 @@
 #include "arch/arch.h"
 #include "jank.skel.h"
 #include "jankbpf/events.h"
+#include "jankbpf/hooks.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/tracefs.h"
@@ -43,8 +49,58 @@ int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list ap) {
   return 0;
 }
 
-// The timer watchdog needs tp_btf programs; the scan watchdog raw_tp + perf_event.
-void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu, bool markers) {
+std::string last_libbpf_line();
+
+struct BtfDeleter {
+  void operator()(btf* b) const { btf__free(b); }
+};
+
+bool btf_has_func(const btf* vmlinux, const std::string& name) {
+  return vmlinux && btf__find_by_name_kind(vmlinux, name.c_str(), BTF_KIND_FUNC) > 0;
+}
+
+// The wait hooks, from the table both sides share (include/jankbpf/hooks.h).
+struct WaitProgs {
+  const char* name;
+  bool child;
+  bpf_program *tp_enter, *tp_exit;
+  bpf_program *fentry[3], *fexit[3];  // slot 0 native, 1-2 ia32
+};
+
+std::vector<WaitProgs> wait_programs(jank_bpf* skel) {
+  auto& p = skel->progs;
+  (void)p;
+  return {
+#define JB_X(n)                                                        \
+  {#n, false, p.jb_enter_##n, p.jb_exit_##n,                            \
+   {p.jb_fenter0_##n, p.jb_fenter1_##n, p.jb_fenter2_##n},              \
+   {p.jb_fexit0_##n, p.jb_fexit1_##n, p.jb_fexit2_##n}},
+      JB_EVENT_WAITS(JB_X)
+#undef JB_X
+#define JB_X(n)                                                        \
+  {#n, true, p.jb_cwenter_##n, p.jb_cwexit_##n,                         \
+   {p.jb_cwfenter0_##n, p.jb_cwfenter1_##n, p.jb_cwfenter2_##n},        \
+   {p.jb_cwfexit0_##n, p.jb_cwfexit1_##n, p.jb_cwfexit2_##n}},
+      JB_CHILD_WAITS(JB_X)
+#undef JB_X
+  };
+}
+
+// The kernel functions of a syscall that exist here, native first; empty
+// when the native one is missing (the arch does not have the syscall).
+std::vector<std::string> present_functions(const btf* vmlinux, const std::string& syscall) {
+  std::vector<std::string> out;
+  for (const auto& f : syscall_functions(host_arch(), syscall)) {
+    if (btf_has_func(vmlinux, f)) out.push_back(f);
+    else if (out.empty()) return {};
+  }
+  return out;
+}
+
+// Which programs load: the timer watchdog needs tp_btf programs, the scan
+// watchdog raw_tp + perf_event; the waits as trampolines or tracepoints.
+void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu, bool markers,
+                     bool trampolines, const btf* vmlinux) {
   const bool timer = mode == WatchdogMode::Timer;
   bpf_program* btf_progs[] = {skel->progs.jb_switch_btf, skel->progs.jb_wakeup_btf,
                               skel->progs.jb_wakeup_new_btf, skel->progs.jb_exit_btf,
@@ -53,10 +109,9 @@ void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu
                               skel->progs.jb_wakeup_new_raw, skel->progs.jb_exit_raw,
                               skel->progs.jb_scan, skel->progs.jb_exec_raw};
   for (auto* p : btf_progs) bpf_program__set_autoload(p, timer);
-  // Shell jobs: the child waits bound tasks only after a setpgid of a child.
-  bpf_program__set_autoload(skel->progs.jb_job_setpgid, tracefs::has_event("syscalls", "sys_enter_setpgid"));
   // The waker is only wanted with off-CPU captures.
   bpf_program__set_autoload(skel->progs.jb_waking_btf, timer && offcpu);
+  bpf_program__set_autoload(skel->progs.jb_waking_raw, !timer && offcpu);
   for (auto* p : raw_progs) bpf_program__set_autoload(p, !timer);
   bpf_program__set_autoload(skel->progs.jb_sample, stacks);
   // Markers are attached one probe site at a time (attach_uprobe/usdt).
@@ -66,22 +121,37 @@ void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu
     bpf_program__set_autoattach(p, false);
   }
 
-  // Wait hooks: only the syscalls this arch has and this kernel traces.
-  bpf_program* prog;
-  bpf_object__for_each_program(prog, skel->obj) {
-    std::string name = bpf_program__name(prog);
-    std::string syscall;
-    bool child = false;
-    if (name.starts_with("jb_enter_")) syscall = name.substr(9);
-    else if (name.starts_with("jb_exit_") && name != "jb_exit_btf" && name != "jb_exit_raw")
-      syscall = name.substr(8);
-    else if (name.starts_with("jb_cwenter_")) syscall = name.substr(11), child = true;
-    else if (name.starts_with("jb_cwexit_")) syscall = name.substr(10), child = true;
-    else continue;
-    bool wanted = false;
-    for (const auto& w : child ? host_arch().child_waits : host_arch().wait_syscalls)
-      if (w.name == syscall) wanted = tracefs::has_event("syscalls", "sys_enter_" + syscall);
-    bpf_program__set_autoload(prog, wanted);
+  // Shell jobs: the child waits bound tasks only after a setpgid of a child.
+  std::vector<std::string> setpgid = trampolines ? present_functions(vmlinux, "setpgid") : std::vector<std::string>{};
+  bpf_program* fsetpgid[] = {skel->progs.jb_fsetpgid0, skel->progs.jb_fsetpgid1};
+  for (size_t i = 0; i < 2; i++) {
+    // Slot 1 takes the first ia32 entry point there is.
+    const std::string* target = i == 0 ? (setpgid.empty() ? nullptr : &setpgid[0])
+                                       : (setpgid.size() > 1 ? &setpgid[1] : nullptr);
+    bpf_program__set_autoload(fsetpgid[i], target != nullptr);
+    if (target) bpf_program__set_attach_target(fsetpgid[i], 0, target->c_str());
+  }
+  bpf_program__set_autoload(skel->progs.jb_job_setpgid,
+                            !trampolines && tracefs::has_event("syscalls", "sys_enter_setpgid"));
+
+  // Wait hooks: only the syscalls this arch has and this kernel has.
+  for (const WaitProgs& h : wait_programs(skel)) {
+    bool here = false;
+    for (const auto& w : h.child ? host_arch().child_waits : host_arch().wait_syscalls)
+      here |= w.name == h.name;
+    const bool tp = here && !trampolines && tracefs::has_event("syscalls", std::string("sys_enter_") + h.name);
+    bpf_program__set_autoload(h.tp_enter, tp);
+    bpf_program__set_autoload(h.tp_exit, tp);
+    std::vector<std::string> fns = here && trampolines ? present_functions(vmlinux, h.name)
+                                                       : std::vector<std::string>{};
+    for (size_t slot = 0; slot < 3; slot++) {
+      const bool on = slot < fns.size();
+      bpf_program__set_autoload(h.fentry[slot], on);
+      bpf_program__set_autoload(h.fexit[slot], on);
+      if (!on) continue;
+      bpf_program__set_attach_target(h.fentry[slot], 0, fns[slot].c_str());
+      bpf_program__set_attach_target(h.fexit[slot], 0, fns[slot].c_str());
+    }
   }
 }
 
@@ -111,14 +181,38 @@ Detector::~Detector() {
   }
   for (auto& l : extra_links_) links.push_back(l.release());
   extra_links_.clear();
+  // Side by side: each syscall tracepoint's link waits for RCU grace periods
+  // as it goes, so one by one took a second (a worker per link: 0.8 s for
+  // 25 links here; 8 workers: 0.93 s).
+  //
+  // No worker exits before every link is gone: a detach patches kernel text
+  // (the tracepoints' static keys), sched_process_exit's call site in
+  // do_exit among them, and a thread of ours exiting through that very
+  // site while another CPU patched it was the lockup seen on 6.1 under
+  // qemu (RIP stuck at do_exit+0x346, the tracepoint's NOP; TCG kept
+  // running the stale code). Workers wait for each other, then exit.
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> busy{0};
+  std::mutex mu;
+  std::condition_variable all_done;
+  auto drain = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < links.size();) bpf_link__destroy(links[i]);
+    std::unique_lock lock(mu);
+    if (--busy == 0) all_done.notify_all();
+    all_done.wait(lock, [&] { return busy == 0; });
+  };
+  const size_t nworkers = std::max<size_t>(links.size(), 1);
+  busy = nworkers;
   std::vector<std::thread> workers;
-  for (bpf_link* l : links) {
+  for (size_t i = 1; i < nworkers; i++) {
     try {
-      workers.emplace_back([l] { bpf_link__destroy(l); });
+      workers.emplace_back(drain);
     } catch (const std::system_error&) {
-      bpf_link__destroy(l);  // no thread to spare: detach it here
+      busy -= nworkers - i;  // no thread to spare: this one does the rest
+      break;
     }
   }
+  drain();
   for (auto& w : workers) w.join();
   uint64_t t1 = monotonic_ns();
   skel_.reset();
@@ -127,30 +221,102 @@ Detector::~Detector() {
 }
 
 std::unique_ptr<Detector> Detector::start(const DetectorConfig& cfg, RecordHandler handler,
-                                          std::string* error) {
+                                          FeatureSet* features, std::string* error) {
   libbpf_set_print(libbpf_print);
   std::unique_ptr<Detector> d(new Detector());
   d->handler_ = std::move(handler);
-
-  // Feature probe by trying: the timer watchdog where the kernel lets a
-  // tp_btf program own a bpf_timer, the scan watchdog otherwise.
-  // Per-thread state in task storage where the timer watchdog can find it
-  // again (bpf_task_from_pid), in the tid hash otherwise.
-  const bool timer_ok = cfg.watchdog != WatchdogMode::Scan &&
-                        (d->load(cfg, WatchdogMode::Timer, true, error) ||
-                         d->load(cfg, WatchdogMode::Timer, false, error));
-  if (!timer_ok) {
-    if (cfg.watchdog == WatchdogMode::Timer) return nullptr;
-    if (cfg.watchdog == WatchdogMode::Auto)
-      log::info("bpf_timer watchdog not available (%s); using the cpu-clock scan", error->c_str());
-    if (!d->load(cfg, WatchdogMode::Scan, false, error)) return nullptr;
-  }
-  if (!d->attach(error)) return nullptr;
+  // Parsed once here (libbpf parses it again for CO-RE): ~10 ms of start-up.
+  std::unique_ptr<btf, BtfDeleter> vmlinux(btf__load_vmlinux_btf());
+  const bool trampolines = probe_trampolines(cfg, vmlinux.get(), features);
+  if (!d->load_best(cfg, trampolines, vmlinux.get(), features, error)) return nullptr;
+  if (d->attach(error)) return d;
+  if (!d->trampolines_ || cfg.hooks == HookKind::Trampoline) return nullptr;
+  // The probe attached one, yet these did not: say so, take the tracepoints.
+  features->set("trampolines", false, *error, "syscall tracepoints");
+  if (!d->load_best(cfg, false, vmlinux.get(), features, error) || !d->attach(error)) return nullptr;
   return d;
 }
 
-bool Detector::load(const DetectorConfig& cfg, WatchdogMode mode, bool state_in_task,
-                    std::string* error) {
+bool Detector::probe(const DetectorConfig& cfg, FeatureSet* features, std::string* error) {
+  libbpf_set_print(libbpf_print);
+  Detector d;
+  std::unique_ptr<btf, BtfDeleter> vmlinux(btf__load_vmlinux_btf());
+  return d.load_best(cfg, probe_trampolines(cfg, vmlinux.get(), features), vmlinux.get(), features, error);
+}
+
+// Whether to hook the waits with trampolines: by attaching one to the
+// arch's ppoll entry point (every arch has ppoll) and detaching it, unless
+// told otherwise. (Argument-less syscalls such as getppid have no BTF
+// entry for their wrapper.)
+bool Detector::probe_trampolines(const DetectorConfig& cfg, const btf* vmlinux, FeatureSet* features) {
+  if (cfg.hooks == HookKind::Tracepoint) return false;
+  std::string detail;
+  bool ok = !disabled_by_env("trampolines");
+  if (!ok) detail = "disabled by JANKBPF_DISABLE";
+  else ok = probe::trampoline(vmlinux, syscall_functions(host_arch(), "ppoll")[0], &detail);
+  features->set("trampolines", ok, detail, ok ? "" : "syscall tracepoints");
+  return ok || cfg.hooks == HookKind::Trampoline;
+}
+
+// Feature probes by loading, best first; every step that fails is recorded
+// with what replaces it:
+//   timer watchdog (tp_btf + bpf_timer) > scan watchdog (raw_tp + a 5 ms
+//     cpu-clock tick walking the threads);
+//   per-thread state in task storage, where the timer callback can find the
+//     task again (bpf_task_from_pid, 6.2+) > a tid hash;
+//   off-CPU captures (bpf_task_pt_regs + a user stack copy in sched_switch)
+//     > none.
+bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const btf* vmlinux,
+                         FeatureSet* features, std::string* error) {
+  std::string why;
+  const bool want_offcpu = cfg.offcpu && cfg.early_ns && !disabled_by_env("offcpu_capture");
+  bool kfunc = btf_has_func(vmlinux, "bpf_task_from_pid") && !disabled_by_env("bpf_task_from_pid");
+  features->set("bpf_task_from_pid", kfunc,
+                kfunc ? "in the kernel's BTF"
+                      : disabled_by_env("bpf_task_from_pid") ? "disabled by JANKBPF_DISABLE"
+                                                              : "not in the kernel's BTF (6.2+)",
+                kfunc ? "" : "per-thread state in a tid hash");
+  if (cfg.offcpu && cfg.early_ns && !want_offcpu)
+    features->set("offcpu_capture", false, "disabled by JANKBPF_DISABLE", "no stacks of sleeping threads");
+
+  std::vector<Plan> plans;
+  for (WatchdogMode mode : {WatchdogMode::Timer, WatchdogMode::Scan}) {
+    if (cfg.watchdog != WatchdogMode::Auto && cfg.watchdog != mode) continue;
+    for (bool offcpu : {true, false}) {
+      if (offcpu && !want_offcpu) continue;
+      if (mode == WatchdogMode::Timer && kfunc) plans.push_back({mode, true, offcpu, kfunc, trampolines});
+      plans.push_back({mode, false, offcpu, kfunc, trampolines});
+    }
+  }
+  std::string timer_why, offcpu_why, task_why;
+  for (const Plan& p : plans) {
+    if (load(cfg, p, vmlinux, &why)) {
+      const bool timer = p.mode == WatchdogMode::Timer;
+      if (cfg.watchdog != WatchdogMode::Scan)
+        features->set("bpf_timer", timer, timer ? "tp_btf programs own bpf_timers" : timer_why,
+                      timer ? "" : "the scan watchdog (a 5 ms cpu-clock tick)");
+      if (timer && kfunc)
+        features->set("task_storage", p.state_in_task,
+                      p.state_in_task ? "per-thread state on the task_struct" : task_why,
+                      p.state_in_task ? "" : "a tid hash");
+      if (want_offcpu)
+        features->set("offcpu_capture", p.offcpu,
+                      p.offcpu ? "user stacks captured at switch-out" : offcpu_why,
+                      p.offcpu ? "" : "no stacks of sleeping threads");
+      return true;
+    }
+    if (p.mode == WatchdogMode::Timer && timer_why.empty()) timer_why = why;
+    if (p.state_in_task && task_why.empty()) task_why = why;
+    if (p.offcpu && offcpu_why.empty()) offcpu_why = why;
+    log::debug("BPF load (%s watchdog, state in %s, off-CPU %s, %s) failed: %s",
+               p.mode == WatchdogMode::Timer ? "timer" : "scan", p.state_in_task ? "task storage" : "a hash",
+               p.offcpu ? "on" : "off", p.trampolines ? "trampolines" : "tracepoints", why.c_str());
+  }
+  *error = why;
+  return false;
+}
+
+bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const btf* vmlinux, std::string* error) {
   skel_.reset();
   g_libbpf_last.clear();
   skel_.reset(jank_bpf__open());
@@ -170,32 +336,37 @@ bool Detector::load(const DetectorConfig& cfg, WatchdogMode mode, bool state_in_
   ro->early_ns = cfg.early_ns;
   ro->sample_period_ns = cfg.sample_period_ns;
   ro->sample_window_ns = cfg.sample_window_ns;
-  // Off-CPU captures run in the tp_btf sched_switch (they need the task's
-  // pt_regs), so the scan watchdog's raw_tp programs go without them.
-  offcpu_ = cfg.offcpu && cfg.early_ns && mode == WatchdogMode::Timer;
+  offcpu_ = plan.offcpu;
   ro->offcpu_enabled = offcpu_;
   ro->trace_ns = cfg.trace_ns;
   stacks_ = cfg.early_ns != 0;
   markers_ = cfg.markers;
   ro->announce_tracked = cfg.markers;
-  ro->state_in_task = state_in_task;
-  // The map that does not hold the state is kept, unused, at one entry.
-  bpf_map__set_max_entries(skel_->maps.threads, state_in_task ? 1 : 16384);
-  select_programs(skel_.get(), mode, stacks_, offcpu_, markers_);
+  ro->state_in_task = plan.state_in_task;
+  ro->use_task_from_pid = plan.task_from_pid;
+  ro->scan_watchdog = plan.mode == WatchdogMode::Scan;
+  // The maps that do not hold the state are kept, unused, at one entry;
+  // the tid stash holds ~17 KB an entry, preallocated: room for 256
+  // threads asleep inside a task at once.
+  bpf_map__set_max_entries(skel_->maps.threads, plan.state_in_task ? 1 : 16384);
+  bpf_map__set_max_entries(skel_->maps.in_task, plan.mode == WatchdogMode::Scan ? 1024 : 1);
+  bpf_map__set_max_entries(skel_->maps.offcpu_stash_tid, plan.offcpu && !plan.state_in_task ? 256 : 1);
+  select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, vmlinux);
 
   if (int err = jank_bpf__load(skel_.get())) {
-    std::string why = g_libbpf_last;
-    while (!why.empty() && why.back() == '\n') why.pop_back();
-    auto nl = why.rfind('\n');
-    if (nl != std::string::npos) why = why.substr(nl + 1);
+    std::string why = last_libbpf_line();
     *error = std::string("loading BPF programs failed: ") + strerror(-err) +
              (why.empty() ? "" : " (" + why + ")");
     skel_.reset();
     return false;
   }
-  mode_ = mode;
-  log::debug("BPF loaded: %s watchdog, per-thread state in %s", mode == WatchdogMode::Timer ? "timer" : "scan",
-             state_in_task ? "task storage" : "a tid hash");
+  mode_ = plan.mode;
+  state_in_task_ = plan.state_in_task;
+  trampolines_ = plan.trampolines;
+  log::debug("BPF loaded: %s watchdog, per-thread state in %s, off-CPU captures %s, waits by %s",
+             plan.mode == WatchdogMode::Timer ? "timer" : "scan",
+             plan.state_in_task ? "task storage" : "a tid hash", plan.offcpu ? "on" : "off",
+             plan.trampolines ? "trampolines" : "tracepoints");
   return true;
 }
 
@@ -332,6 +503,9 @@ KernelStats Detector::kernel_stats() const {
   s.samples = sum(JB_STAT_SAMPLES);
   s.offcpu = sum(JB_STAT_OFFCPU);
   s.unseen_switches = sum(JB_STAT_UNSEEN_SWITCH);
+  s.stash_full = sum(JB_STAT_STASH_FULL);
+  s.procs_full = sum(JB_STAT_PROCS_FULL);
+  s.scan_full = sum(JB_STAT_SCAN_FULL);
   return s;
 }
 

@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.h"
+#include "bpf/features.h"
+#include "bpf/modes.h"
 #include "util/fd.h"
 
 struct jank_bpf;
+struct btf;
 struct ring_buffer;
 struct bpf_link;
 
@@ -30,12 +32,13 @@ struct DetectorConfig {
   std::string comm;          // watch only processes with this name
   pid_t self_tgid = 0;
   WatchdogMode watchdog = WatchdogMode::Auto;
+  HookKind hooks = HookKind::Auto;
   // Stacks: sampled from early_ns into a task (0: none), one per
   // sample_period_ns, until sample_window_ns into it.
   uint64_t early_ns = 0;
   uint64_t sample_period_ns = 10'000'000;
   uint64_t sample_window_ns = 0;
-  bool offcpu = false;  // off-CPU captures (timer watchdog only: needs tp_btf)
+  bool offcpu = false;  // off-CPU captures (sched_switch stashes, the watchdog sends)
   uint64_t trace_ns = 0;  // trace bound (0: no JB_EV_TRACE records)
   bool markers = false;   // load the marker programs (attach_uprobe/attach_usdt)
 };
@@ -49,6 +52,9 @@ struct KernelStats {
   uint64_t samples = 0;
   uint64_t offcpu = 0;
   uint64_t unseen_switches = 0;
+  uint64_t stash_full = 0;  // off-CPU captures not made: the tid stash was full
+  uint64_t procs_full = 0;  // janked processes whose exit goes unreported: map full
+  uint64_t scan_full = 0;   // tasks the scan watchdog could not follow live
 };
 
 // bpf_stats of one program (zero unless kernel.bpf_stats_enabled is set).
@@ -63,8 +69,11 @@ using RecordHandler = std::function<void(std::span<const uint8_t> record)>;
 class Detector {
  public:
   // Loads and attaches; on failure returns nullptr and says why in *error.
+  // What was tried goes into *features (watchdog, state, off-CPU capture).
   static std::unique_ptr<Detector> start(const DetectorConfig& cfg, RecordHandler handler,
-                                         std::string* error);
+                                         FeatureSet* features, std::string* error);
+  // Loads without attaching, to fill *features (`--check`).
+  static bool probe(const DetectorConfig& cfg, FeatureSet* features, std::string* error);
   ~Detector();
   Detector(const Detector&) = delete;
   Detector& operator=(const Detector&) = delete;
@@ -87,6 +96,10 @@ class Detector {
   KernelStats kernel_stats() const;
   std::vector<ProgramStats> program_stats() const;
   const char* watchdog_name() const;
+  // How the waits are hooked: "trampoline" or "tracepoint".
+  const char* hooks_name() const { return trampolines_ ? "trampoline" : "tracepoint"; }
+  // Where per-thread state lives: "task_storage" or "hash".
+  const char* state_storage() const { return state_in_task_ ? "task_storage" : "hash"; }
   // The perf_event program that filters on-CPU samples (-1 without stacks).
   int sample_prog_fd() const;
   // Watched threads now inside a task past early_ns (from the mmapped .bss).
@@ -96,7 +109,15 @@ class Detector {
 
  private:
   Detector() = default;
-  bool load(const DetectorConfig& cfg, WatchdogMode mode, bool state_in_task, std::string* error);
+  // One way to load the programs (see load_best for the order tried).
+  struct Plan {
+    WatchdogMode mode;
+    bool state_in_task, offcpu, task_from_pid, trampolines;
+  };
+  bool load(const DetectorConfig& cfg, const Plan& plan, const btf* vmlinux, std::string* error);
+  bool load_best(const DetectorConfig& cfg, bool trampolines, const btf* vmlinux, FeatureSet* features,
+                 std::string* error);
+  static bool probe_trampolines(const DetectorConfig& cfg, const btf* vmlinux, FeatureSet* features);
   bool attach(std::string* error);
   bool attach_scan_tick(std::string* error);
   bool keep_marker_link(bpf_link* link, std::string* error);
@@ -113,7 +134,8 @@ class Detector {
   WatchdogMode mode_ = WatchdogMode::Auto;
   int attached_ = 0;
   int marker_links_ = 0;
-  bool stacks_ = false, offcpu_ = false, markers_ = false;
+  bool stacks_ = false, offcpu_ = false, markers_ = false, state_in_task_ = false,
+       trampolines_ = false;
 };
 
 }  // namespace jankbpf

@@ -4,12 +4,17 @@
 
 #include "version.h"
 
+#include <algorithm>
 #include <map>
+#include <string_view>
+#include <vector>
 
 namespace jankbpf {
 namespace {
 
 constexpr const char* kExamples = R"(
+A command to run and watch goes after '--':  jankbpf [OPTIONS] -- CMD [ARGS...]
+
 Examples:
   sudo jankbpf                                  watch every process's main thread
   sudo jankbpf --pid $(pidof redis-server)      watch one process
@@ -25,6 +30,41 @@ summary); status messages go to stderr. Exit status: 0 ok, 1 runtime
 failure (privileges, kernel features), 2 bad usage; with -- CMD, the
 command's own exit status.
 )";
+
+// Levenshtein distance, for "did you mean".
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); j++) row[j] = j;
+  for (size_t i = 1; i <= a.size(); i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); j++) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// What CLI11 could not place, said plainly: an unknown option (with the
+// nearest real one), or a word that was meant as a command but lacks "--".
+std::string explain_extras(const CLI::App& app, const std::vector<std::string>& extras) {
+  for (const std::string& arg : extras) {
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    std::string name = arg.substr(0, arg.find('='));
+    std::string best;
+    size_t best_d = 3;  // suggest only close misspellings
+    for (const CLI::Option* o : app.get_options())
+      for (const std::string& l : o->get_lnames()) {
+        size_t d = edit_distance(name, "--" + l);
+        if (d < best_d) best_d = d, best = "--" + l;
+      }
+    return "unknown option '" + name + "'" + (best.empty() ? "" : " (did you mean " + best + "?)");
+  }
+  return "unexpected argument '" + extras.front() + "': a command to run goes after '--' (jankbpf [OPTIONS] -- " +
+         extras.front() + " ...)";
+}
 
 }  // namespace
 
@@ -44,6 +84,7 @@ ParseOutcome parse_options(int argc, char** argv) {
 
   auto* pid = app.add_option("-p,--pid", o.pids, "Watch this process (repeatable)")
                   ->check(CLI::Range(1, 4194304))
+                  ->allow_extra_args(false)  // one PID per --pid: a stray word is reported
                   ->type_name("PID");
   auto* comm = app.add_option("-c,--comm", o.comm,
                               "Watch processes whose name (comm) is NAME, also ones started later")
@@ -107,12 +148,28 @@ ParseOutcome parse_options(int argc, char** argv) {
                   ->type_name("S");
   app.add_option("-o,--output", o.output_path, "Append JSON lines to FILE instead of stdout")
       ->type_name("FILE");
+  app.add_option("--report", o.report_html, "Write an HTML report (timeline, flame graphs) to FILE, rewritten as janks arrive")
+      ->type_name("FILE.html");
+  app.add_option("--perfetto", o.perfetto_path, "Write a Perfetto trace of the run to FILE")->type_name("FILE.pftrace");
+  app.add_option("--folded", o.folded_path, "Write folded stacks (frame;frame COUNT) to FILE")->type_name("FILE");
+  std::string folded_by = "process";
+  app.add_option("--folded-by", folded_by, "--folded blocks: one per process (default) or one per jank")
+      ->check(CLI::IsMember({"process", "jank"}))
+      ->type_name("process|jank");
   app.add_flag("-v,--verbose", o.verbosity, "More status on stderr (repeat for more)");
+  app.add_flag("--check", o.check,
+               "Try every kernel feature jankbpf uses, print what works and what replaces what does not, and exit");
   std::string watchdog = "auto";
   app.add_option("--watchdog", watchdog,
                  "How running tasks are checked: timer (bpf_timer), scan (cpu-clock tick), auto (timer when the kernel allows)")
       ->check(CLI::IsMember({"auto", "timer", "scan"}))
       ->type_name("auto|timer|scan");
+  std::string hooks = "auto";
+  app.add_option("--hooks", hooks,
+                 "How the waits are hooked: trampoline (fentry/fexit, nothing for processes that do "
+                 "not wait), tracepoint (syscall tracepoints), auto (trampolines where the kernel has them)")
+      ->check(CLI::IsMember({"auto", "trampoline", "tracepoint"}))
+      ->type_name("auto|trampoline|tracepoint");
   std::vector<std::string> markers;
   app.add_option("--marker", markers,
                  "Task boundaries marked by the program (repeatable): BEGIN,END where each is "
@@ -120,13 +177,27 @@ ParseOutcome parse_options(int argc, char** argv) {
                  "(USDT); or a preset: glib, libuv, glib=BINARY, libuv=BINARY")
       ->allow_extra_args(false)
       ->type_name("SPEC");
-  auto* cmd = app.add_option("command", o.command, "Command to run and watch (after --)")
-                  ->type_name("-- CMD [ARGS...]");
-  pid->excludes(comm)->excludes(cmd);
-  comm->excludes(cmd);
+  std::string metrics;
+  auto* metrics_opt = app.add_option("--metrics", metrics,
+                                     "Serve Prometheus metrics over HTTP at /metrics: PORT (on 127.0.0.1), "
+                                     "IPV4:PORT, [IPV6]:PORT or localhost:PORT")
+                          ->type_name("ADDR:PORT");
+  pid->excludes(comm);
+  // The command is everything after "--", and only that: taken off before
+  // CLI11 sees the rest, so a misspelt flag or a stray word is reported as
+  // what it is instead of being run as a command.
+  int cut = argc;
+  for (int i = 1; i < argc; i++)
+    if (std::string_view(argv[i]) == "--") {
+      cut = i;
+      break;
+    }
+  for (int i = cut + 1; i < argc; i++) o.command.emplace_back(argv[i]);
 
   try {
-    app.parse(argc, argv);
+    app.parse(cut, argv);
+  } catch (const CLI::ExtrasError&) {
+    return usage_error(explain_extras(app, app.remaining()) + "\nRun 'jankbpf --help' for usage.");
   } catch (const CLI::CallForHelp&) {
     out.message = app.help();
     return out;
@@ -137,6 +208,10 @@ ParseOutcome parse_options(int argc, char** argv) {
     return usage_error(std::string(e.what()) + "\nRun 'jankbpf --help' for usage.");
   }
 
+  if (cut < argc && o.command.empty()) return usage_error("'--' must be followed by a command to run");
+  if (!o.command.empty() && (!o.pids.empty() || !o.comm.empty()))
+    return usage_error(std::string(o.pids.empty() ? "--comm" : "--pid") +
+                       " excludes -- CMD: watch named processes or run a command, not both");
   // The kernel keeps 15 characters of a name (TASK_COMM_LEN - 1).
   if (o.comm.size() > 15)
     return usage_error("--comm: '" + o.comm + "' is longer than the 15 characters the kernel keeps of a process name");
@@ -146,6 +221,11 @@ ParseOutcome parse_options(int argc, char** argv) {
   if (o.hang_ms <= o.threshold_ms)
     return usage_error("--hang-threshold (" + std::to_string(o.hang_ms) + " ms)" + threshold);
   if (*dur) o.duration_s = duration;
+  if (*metrics_opt) {
+    std::string why;
+    o.metrics = parse_listen_addr(metrics, &why);
+    if (!o.metrics) return usage_error(why);
+  }
   for (const auto& m : markers) {
     std::string why;
     auto spec = parse_marker(m, &why);
@@ -174,10 +254,14 @@ ParseOutcome parse_options(int argc, char** argv) {
     return usage_error(e.what());
   }
   if (o.stack_bytes % 8) o.stack_bytes -= o.stack_bytes % 8;  // perf wants a multiple of 8
+  o.folded_by_jank = folded_by == "jank";
   o.threads = threads == "all" ? ThreadScope::All : ThreadScope::Main;
   o.watchdog = watchdog == "timer" ? WatchdogMode::Timer
                : watchdog == "scan" ? WatchdogMode::Scan
                                     : WatchdogMode::Auto;
+  o.hooks = hooks == "trampoline" ? HookKind::Trampoline
+            : hooks == "tracepoint" ? HookKind::Tracepoint
+                                    : HookKind::Auto;
   out.options = std::move(o);
   return out;
 }

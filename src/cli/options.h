@@ -9,13 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "bpf/modes.h"
 #include "config/jank_config.h"
 #include "markers/marker_spec.h"
+#include "metrics/listen_addr.h"
 
 namespace jankbpf {
 
 enum class ThreadScope { Main, All };
-enum class WatchdogMode { Auto, Timer, Scan };
 
 struct Options {
   // Targets: none of them means every process on the machine.
@@ -38,10 +39,17 @@ struct Options {
   ThreadScope threads = ThreadScope::Main;
   std::optional<double> duration_s;
   std::string output_path;  // empty: stdout
+  // Pictures of the run, rewritten as janks arrive (src/report/).
+  std::string report_html, perfetto_path, folded_path;
+  bool folded_by_jank = false;  // --folded-by jank (default: per process)
   int verbosity = 0;
+  bool check = false;  // --check: print what this kernel supports and exit
   WatchdogMode watchdog = WatchdogMode::Auto;
+  HookKind hooks = HookKind::Auto;  // --hooks
   // Task markers (--marker): a task is a marker's span where one fires.
   std::vector<MarkerSpec> markers;
+  // --metrics ADDR:PORT: Prometheus metrics over HTTP.
+  std::optional<ListenAddr> metrics;
 
   bool system_wide() const { return pids.empty() && comm.empty() && command.empty(); }
 };

@@ -195,7 +195,10 @@ void ConfigBuilder::load_file(const std::string& path) {
                               ? std::string("allowed \"1\"..\"2500/sample_interval - 4\" (samples)")
                               : "allowed \"" + std::to_string(spec->min) + "\"..\"" +
                                     std::to_string(spec->max) + "\" " + std::string(spec->what);
-      throw ConfigError("config: " + path + ": " + key + " " + v.dump() + " is a JSON " +
+      // An array or object is named, not printed: dump() recurses once per
+      // level, and 64 KB of '[' is deep enough to overflow the stack.
+      const std::string shown = v.is_array() ? "[...]" : v.is_object() ? "{...}" : v.dump();
+      throw ConfigError("config: " + path + ": " + key + " " + shown + " is a JSON " +
                         json_type(v) + ", not a string as setEventConfig takes it: " + range);
     }
     const std::string s = v.get<std::string>();

@@ -27,8 +27,9 @@ std::string read_build_id(int fd) {
   static std::once_flag once;
   std::call_once(once, [] { elf_version(EV_CURRENT); });
 
-  // ELF_C_READ_MMAP: libelf bounds-checks every access against the file size.
-  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  // ELF_C_READ (pread into memory), not a mapping: a file its owner
+  // truncates meanwhile must not SIGBUS us. libelf bounds-checks the rest.
+  Elf* elf = elf_begin(fd, ELF_C_READ, nullptr);
   if (!elf) return "";
   std::string hex = elf_kind(elf) == ELF_K_ELF ? gnu_build_id(elf) : "";
   elf_end(elf);

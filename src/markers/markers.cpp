@@ -8,6 +8,7 @@
 
 #include "jankbpf/events.h"
 #include "markers/probe_elf.h"
+#include "stack/maps.h"
 
 namespace jankbpf {
 namespace {
@@ -242,7 +243,9 @@ bool MarkerTable::matches(const MarkerSpec& s, const std::string& mapped) const 
 std::vector<ProbeAttachment> MarkerTable::plan_for_process(pid_t pid, std::vector<std::string>* notes) {
   std::vector<ProbeAttachment> fresh;
   const std::string proc = "/proc/" + std::to_string(pid);
-  std::ifstream maps(proc + "/maps");
+  std::string maps_text;
+  stack::read_small_file(proc + "/maps", maps_text);
+  std::istringstream maps(maps_text);
   std::set<std::string> seen;
   std::string line;
   while (std::getline(maps, line)) {

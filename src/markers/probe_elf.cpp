@@ -113,10 +113,12 @@ std::optional<FunctionSite> find_function(const std::string& path, const std::st
 }
 
 std::vector<SdtProbe> sdt_probes(const std::string& path) {
-  std::vector<SdtProbe> out;
   auto img = stack::ElfImage::open_path(path);
-  if (!img) return out;
-  Elf* elf = img->elf();
+  return img ? sdt_probes(img->elf()) : std::vector<SdtProbe>{};
+}
+
+std::vector<SdtProbe> sdt_probes(Elf* elf) {
+  std::vector<SdtProbe> out;
   size_t shstrndx = 0;
   if (elf_getshdrstrndx(elf, &shstrndx) != 0) return out;
   Elf_Scn* scn = nullptr;

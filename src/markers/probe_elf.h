@@ -3,6 +3,8 @@
 // probes (.note.stapsdt) a binary carries. Files are read as untrusted ELF.
 #pragma once
 
+#include <libelf.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,6 +37,8 @@ struct SdtProbe {
 
 // The USDT probes in .note.stapsdt (empty when the file has none or is no ELF).
 std::vector<SdtProbe> sdt_probes(const std::string& path);
+// The same from an ELF libelf has open (the fuzzer's in-memory images).
+std::vector<SdtProbe> sdt_probes(Elf* elf);
 bool has_sdt_probe(const std::vector<SdtProbe>& probes, const std::string& provider,
                    const std::string& name);
 

@@ -55,9 +55,24 @@ struct WakerInfo {
 struct OffCpuInfo {
   std::string state;                      // "sleeping" / "blocked_io"
   double duration_ms = 0;                 // switch-out to wakeup (0: not woken yet)
+  uint64_t off_ns = 0, woken_ns = 0;      // CLOCK_MONOTONIC (0: unknown); for timelines, not in JSON
   std::vector<std::string> kernel_stack;  // symbolized, leaf first
   bool has_waker = false;
   WakerInfo waker;
+};
+
+// One sampled stack of a task, for the report renderers (HTML, Perfetto,
+// folded): every sample, not just the heaviest path. Not in the JSON line;
+// after the fact `jankbpf report` rebuilds it from the stack log.
+struct SampledFrame {
+  std::string name;    // symbol, else "module+0xOFF"; kernel frames end in "_[k]"
+  std::string module;  // file name of the module ("" unknown)
+};
+struct SampledStack {
+  uint64_t time_ns = 0;  // CLOCK_MONOTONIC (0: unknown, rebuilt from a log)
+  char wait_state = 0;   // 0: on-CPU; 'S', 'D', 'R': an off-CPU capture in that state
+  uint32_t count = 1;
+  std::vector<SampledFrame> frames;  // root first
 };
 
 // A task that reached the threshold: "jank" when it ended, "hang" while it
@@ -100,6 +115,7 @@ struct TaskRecord {
   std::vector<StackFrame> stack;  // the heaviest path, structured, leaf first
   std::vector<std::pair<std::string, std::string>> modules;  // [path, build_id]
   std::vector<OffCpuInfo> off_cpu;
+  std::vector<SampledStack> sampled;  // every sample in the task (renderers only)
 };
 
 struct ExitRecord {
@@ -128,6 +144,12 @@ struct SummaryRecord {
   uint64_t timer_failures = 0;
   uint64_t unseen_switches = 0;  // switch-ins no tracepoint showed, repaired
   std::string watchdog;
+  std::string state_storage;                  // per-thread state: "task_storage" or "hash"
+  std::string hooks;                          // waits hooked by "trampoline" or "tracepoint"
+  std::vector<std::string> features_missing;  // kernel features a fallback replaced (see --check)
+  uint64_t offcpu_stash_full = 0;             // off-CPU captures not made: stash full
+  uint64_t procs_untracked = 0;               // janked processes whose exit is not reported: map full
+  uint64_t scan_set_full = 0;                 // tasks the scan watchdog could not follow live
   std::vector<ProgramCost> bpf;  // per-program cost (with kernel.bpf_stats_enabled)
   uint64_t samples = 0;          // stacks let through by the kernel (on-CPU)
   uint64_t offcpu_captures = 0;
@@ -136,6 +158,8 @@ struct SummaryRecord {
   uint64_t stack_logs = 0;       // stack files written
   uint64_t traces = 0;           // trace files written
   uint64_t suppressed = 0;       // janks reported without new logs (quotas)
+  uint64_t failed_jobs = 0;      // reporter jobs that threw and were skipped
+  uint64_t stacks_evicted = 0;   // threads whose unreported stacks were dropped (memory bound)
   uint64_t marker_sites = 0;     // probe sites markers are attached at (0: no --marker)
   double cpu_user_s = 0;
   double cpu_sys_s = 0;

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "output/output.h"
+#include "output/schema_version.h"
+#include "util/safe_open.h"
 
 namespace jankbpf {
 namespace {
@@ -119,6 +121,7 @@ std::string to_json_line(const SummaryRecord& r) {
   Json j;
   j["type"] = "summary";
   j["time"] = r.time_ms;
+  j["schema_version"] = kSchemaVersion;  // of schema/jankbpf-records.schema.json
   j["elapsed_s"] = ms3(r.elapsed_s);
   j["tasks_checked"] = r.tasks_checked;
   j["janks"] = r.janks;
@@ -129,6 +132,12 @@ std::string to_json_line(const SummaryRecord& r) {
   j["timer_failures"] = r.timer_failures;
   j["unseen_switches"] = r.unseen_switches;
   j["watchdog"] = r.watchdog;
+  j["state_storage"] = r.state_storage;
+  j["hooks"] = r.hooks;
+  j["features_missing"] = r.features_missing;
+  j["offcpu_stash_full"] = r.offcpu_stash_full;
+  j["procs_untracked"] = r.procs_untracked;
+  j["scan_set_full"] = r.scan_set_full;
   Json bpf = Json::array();
   for (const auto& p : r.bpf)
     bpf.push_back(Json{{"name", p.name}, {"run_cnt", p.run_cnt}, {"run_time_ns", p.run_time_ns}});
@@ -140,6 +149,8 @@ std::string to_json_line(const SummaryRecord& r) {
   j["stack_logs"] = r.stack_logs;
   j["traces"] = r.traces;
   j["suppressed"] = r.suppressed;
+  if (r.failed_jobs) j["failed_jobs"] = r.failed_jobs;
+  j["stacks_evicted"] = r.stacks_evicted;
   if (r.marker_sites) j["marker_sites"] = r.marker_sites;
   j["cpu_user_s"] = ms3(r.cpu_user_s);
   j["cpu_sys_s"] = ms3(r.cpu_sys_s);
@@ -147,18 +158,49 @@ std::string to_json_line(const SummaryRecord& r) {
   return line(j);
 }
 
-std::unique_ptr<JsonLinesOutput> JsonLinesOutput::open(const std::string& path, std::string* error) {
-  if (path.empty() || path == "-") return std::unique_ptr<JsonLinesOutput>(new JsonLinesOutput(Fd(dup(STDOUT_FILENO))));
-  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640);
-  if (fd < 0) {
+namespace {
+
+// Every component, not only the last, is opened without following a link:
+// root must not be steered into appending to another file.
+int open_output(const std::string& path, std::string* error) {
+  std::string leaf, why;
+  Fd dir = open_parent_nofollow(path, &leaf, &why);
+  if (!dir) {
+    *error = "--output: " + why;
+    return -1;
+  }
+  int fd = ::openat(dir.get(), leaf.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0640);
+  if (fd < 0)
     *error = "--output: cannot open '" + path + "': " + strerror(errno) +
              (errno == ELOOP ? " (it is a symlink; jankbpf does not write through symlinks)" : "");
-    return nullptr;
+  return fd;
+}
+
+}  // namespace
+
+std::unique_ptr<JsonLinesOutput> JsonLinesOutput::open(const std::string& path, std::string* error) {
+  if (path.empty() || path == "-")
+    return std::unique_ptr<JsonLinesOutput>(new JsonLinesOutput(Fd(dup_cloexec(STDOUT_FILENO)), ""));
+  int fd = open_output(path, error);
+  if (fd < 0) return nullptr;
+  return std::unique_ptr<JsonLinesOutput>(new JsonLinesOutput(Fd(fd), path));
+}
+
+bool JsonLinesOutput::reopen(std::string* error) {
+  if (path_.empty()) {
+    *error = "output is stdout: nothing to reopen";
+    return false;
   }
-  return std::unique_ptr<JsonLinesOutput>(new JsonLinesOutput(Fd(fd)));
+  // Opened outside the lock: a slow filesystem must not hold up a write.
+  int fd = open_output(path_, error);
+  if (fd < 0) return false;
+  std::lock_guard lock(mu_);
+  fd_.reset(fd);
+  return true;
 }
 
 void JsonLinesOutput::write_line(std::string s) {
+  std::lock_guard lock(mu_);
   const char* p = s.data();
   size_t left = s.size();
   while (left > 0) {

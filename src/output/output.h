@@ -2,8 +2,11 @@
 // and --output carry.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "model/records.h"
 #include "util/fd.h"
@@ -16,6 +19,19 @@ class Output {
   virtual void emit(const TaskRecord& r) = 0;
   virtual void emit(const ExitRecord& r) = 0;
   virtual void emit(const SummaryRecord& r) = 0;
+};
+
+// Hands every record to each of several sinks, in order (JSON lines, and
+// whatever else the options ask for: reports, traces, metrics).
+class TeeOutput final : public Output {
+ public:
+  void add(Output& sink) { sinks_.push_back(&sink); }
+  void emit(const TaskRecord& r) override { for (auto* s : sinks_) s->emit(r); }
+  void emit(const ExitRecord& r) override { for (auto* s : sinks_) s->emit(r); }
+  void emit(const SummaryRecord& r) override { for (auto* s : sinks_) s->emit(r); }
+
+ private:
+  std::vector<Output*> sinks_;
 };
 
 // Renders records as one JSON object per line (public for the unit tests).
@@ -36,13 +52,21 @@ class JsonLinesOutput final : public Output {
   uint64_t write_errors() const { return write_errors_; }
   // The reader went away (EPIPE): there is no point in going on.
   bool broken() const { return broken_; }
+  // Log rotation (SIGHUP): opens the path again and writes there from the
+  // next line on; a line goes wholly to the old file or the new one. False
+  // with *error set when there is no file (stdout) or it cannot be opened
+  // (the old file is kept then, so nothing is lost).
+  bool reopen(std::string* error);
+  bool is_file() const { return !path_.empty(); }
 
  private:
-  explicit JsonLinesOutput(Fd fd) : fd_(std::move(fd)) {}
+  JsonLinesOutput(Fd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
   void write_line(std::string line);
+  std::mutex mu_;  // the reporter thread writes, the main thread reopens
   Fd fd_;
-  uint64_t write_errors_ = 0;
-  bool broken_ = false;
+  const std::string path_;  // "" for stdout
+  std::atomic<uint64_t> write_errors_ = 0;
+  std::atomic<bool> broken_ = false;
 };
 
 }  // namespace jankbpf

@@ -8,6 +8,7 @@
 
 #include "elf/build_id.h"
 #include "util/fd.h"
+#include "util/safe_open.h"
 
 namespace jankbpf {
 namespace {
@@ -19,16 +20,11 @@ std::string proc_path(pid_t pid, const char* leaf) {
 // Reads at most `limit` bytes: /proc files are small, and a hostile one
 // must not make us allocate without bound.
 std::string read_small(const std::string& path, size_t limit = 64 * 1024) {
-  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return "";
+  OpenPolicy p;
+  p.max_size = limit;
+  p.allow_unsized = true;  // procfs says 0
   std::string out;
-  char buf[4096];
-  while (out.size() < limit) {
-    ssize_t n = read(fd.get(), buf, sizeof buf);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  if (out.size() > limit) out.resize(limit);
+  read_untrusted(path, p, out);
   return out;
 }
 
@@ -71,10 +67,14 @@ ExeCache::Exe ExeCache::lookup(pid_t pid) {
   exe.path = read_exe_path(pid);
   // Open through /proc/PID/exe: it is the file the process runs, even when
   // the path was deleted or replaced, or lives in another mount namespace.
-  Fd fd(open(proc_path(pid, "exe").c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return exe;
-  struct stat st{};
-  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return exe;
+  // A magic link (the kernel's, not the process's): followed, then held to
+  // the descriptor checks like any file a process controls.
+  OpenPolicy policy;
+  policy.max_size = 1ull << 32;  // read_build_id reads the notes only
+  Opened o = open_magic(proc_path(pid, "exe"), policy);
+  if (!o) return exe;
+  const struct stat& st = o.st;
+  Fd fd = std::move(o.fd);
   Key key{st.st_dev, st.st_ino, st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
   auto it = build_ids_.find(key);
   if (it == build_ids_.end()) {

@@ -3,9 +3,13 @@
 #include "elf/build_id.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 
@@ -33,6 +37,24 @@ bool symbol_wanted(const GElf_Sym& s, Elf* elf, size_t shnum) {
   return scn && gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_EXECINSTR);
 }
 
+// A sealed private copy of the first `size` bytes of `src` (fewer if it
+// shrank meanwhile): no one can truncate it under our mappings.
+Fd private_copy(int src, uint64_t size) {
+  Fd mem(::memfd_create("jankbpf-elf", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!mem) return Fd();
+  off_t off = 0;
+  while (static_cast<uint64_t>(off) < size) {
+    ssize_t n = ::sendfile(mem.get(), src, &off, std::min<uint64_t>(size - off, 1u << 30));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Fd();
+    if (n == 0) break;  // the file shrank: keep what was there
+  }
+  if (::ftruncate(mem.get(), off) != 0 ||
+      ::fcntl(mem.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
+    return Fd();
+  return mem;
+}
+
 }  // namespace
 
 std::string hex_encode(const uint8_t* p, size_t n) {
@@ -47,17 +69,31 @@ std::string hex_encode(const uint8_t* p, size_t n) {
 }
 
 std::unique_ptr<ElfImage> ElfImage::open_path(const std::string& path) {
-  return open(Fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)));
+  OpenPolicy p;
+  p.max_size = kMaxFileBytes;
+  p.follow_symlinks = true;
+  return open_path(path, p);
 }
 
-std::unique_ptr<ElfImage> ElfImage::open(Fd fd) {
+std::unique_ptr<ElfImage> ElfImage::open_path(const std::string& path, const OpenPolicy& policy) {
+  Opened o = open_untrusted(path, policy);
+  return o ? open(std::move(o.fd), policy.max_size) : nullptr;
+}
+
+std::unique_ptr<ElfImage> ElfImage::open(Fd fd, uint64_t max_bytes) {
   if (!fd) return nullptr;
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 64) return nullptr;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 64 ||
+      static_cast<uint64_t>(st.st_size) > max_bytes)
+    return nullptr;
+  Fd copy = private_copy(fd.get(), static_cast<uint64_t>(st.st_size));
+  if (!copy) return nullptr;
+  struct stat cst;
+  if (::fstat(copy.get(), &cst) != 0 || cst.st_size < 64) return nullptr;
   ensure_libelf();
   std::unique_ptr<ElfImage> img(new ElfImage());
-  img->fd_ = std::move(fd);
-  img->size_ = static_cast<uint64_t>(st.st_size);
+  img->fd_ = std::move(copy);
+  img->size_ = static_cast<uint64_t>(cst.st_size);
   img->dev_ = st.st_dev;
   img->ino_ = st.st_ino;
   if (!img->init()) return nullptr;

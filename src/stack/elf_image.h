@@ -1,7 +1,10 @@
 // One ELF file opened read-only through libelf, treated as hostile input:
 // every header, section and string is bounds-checked by libelf or here, and
 // a damaged file yields fewer facts (no symbols, no build-id), never a
-// crash. Holds what the unwinder and symbolizer need from the file itself:
+// crash. It is parsed from a private copy (a sealed memfd), never from a
+// mapping of the file itself: a file truncated by its owner while mapped
+// would SIGBUS jankbpf; the copy cannot shrink, and fd() hands libdwfl the
+// same copy. Holds what the unwinder and symbolizer need from the file itself:
 // PT_LOADs (load bias), the build-id, .gnu_debuglink, and a sorted symbol
 // table of .symtab + .dynsym for O(log n) address lookups.
 #pragma once
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "util/fd.h"
+#include "util/safe_open.h"
 
 namespace jankbpf::stack {
 
@@ -28,14 +32,21 @@ struct ElfSymbol {
 
 class ElfImage {
  public:
-  // Opens the ELF at `fd` (taken over). nullptr if it is not a regular
-  // file or not a 64-bit ELF libelf accepts.
-  static std::unique_ptr<ElfImage> open(Fd fd);
+  // Files larger than this are not parsed (copying them costs their size).
+  static constexpr uint64_t kMaxFileBytes = 1ull << 30;
+  // Opens the ELF at `fd` (taken over; closed once copied). nullptr if it
+  // is not a regular file of at most max_bytes or not a 64-bit ELF libelf
+  // accepts.
+  static std::unique_ptr<ElfImage> open(Fd fd, uint64_t max_bytes = kMaxFileBytes);
+  // Through util/safe_open's open_untrusted: "/proc/N/root/REST" paths stay
+  // inside that root; symlinks are followed only as `policy` allows.
   static std::unique_ptr<ElfImage> open_path(const std::string& path);
+  static std::unique_ptr<ElfImage> open_path(const std::string& path, const OpenPolicy& policy);
   ~ElfImage();
   ElfImage(const ElfImage&) = delete;
   ElfImage& operator=(const ElfImage&) = delete;
 
+  // The private copy (a sealed memfd): safe to map, to dup for libdwfl.
   int fd() const { return fd_.get(); }
   Elf* elf() const { return elf_; }
   uint16_t machine() const { return machine_; }
@@ -46,6 +57,7 @@ class ElfImage {
   bool has_symtab() const { return has_symtab_; }
   bool has_debug_info() const { return has_debug_info_; }
   uint64_t file_size() const { return size_; }
+  // Of the original file (the copy has its own).
   uint64_t dev() const { return dev_; }
   uint64_t inode() const { return ino_; }
   // Lowest PT_LOAD p_vaddr rounded down to its p_align (libdwfl's "vaddr").

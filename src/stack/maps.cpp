@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "util/fd.h"
+#include "util/safe_open.h"
 
 namespace jankbpf::stack {
 namespace {
@@ -115,20 +116,12 @@ const MapEntry* ProcMaps::find(uint64_t addr) const {
 }
 
 bool read_small_file(const std::string& path, std::string& out, size_t limit) {
-  out.clear();
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return false;
-  char buf[16384];
-  while (out.size() < limit) {
-    ssize_t n = ::read(fd.get(), buf, std::min(sizeof buf, limit - out.size()));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return !out.empty();
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return true;
+  // /proc and /sys files say size 0; a regular file of another kind is
+  // still refused when it is over the limit, or is no regular file at all.
+  OpenPolicy p;
+  p.max_size = limit;
+  p.allow_unsized = true;
+  return read_untrusted(path, p, out);
 }
 
 }  // namespace jankbpf::stack

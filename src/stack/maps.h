@@ -49,7 +49,9 @@ class ProcMaps {
 };
 
 // Reads a whole small file (a /proc file: size unknown, stat says 0) up to
-// `limit` bytes. Returns false when it cannot be opened.
+// `limit` bytes, through util/safe_open (no FIFO, device or symlink; a
+// "/proc/N/root/..." path stays inside that root). Returns false when it
+// cannot be opened or is refused.
 bool read_small_file(const std::string& path, std::string& out, size_t limit = 64 << 20);
 
 }  // namespace jankbpf::stack

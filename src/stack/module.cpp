@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "util/safe_open.h"
+
 namespace jankbpf::stack {
 namespace {
 
@@ -23,7 +25,7 @@ int module_find_debuginfo(Dwfl_Module*, void** userdata, const char*, Dwarf_Addr
                           const char*, GElf_Word, char** debuginfo_file_name) {
   auto* m = static_cast<Module*>(*userdata);
   if (!m || !m->debug()) return -1;
-  int fd = ::dup(m->debug()->fd());
+  int fd = dup_cloexec(m->debug()->fd());
   if (fd >= 0 && debuginfo_file_name) *debuginfo_file_name = ::strdup(m->debug_path().c_str());
   return fd;
 }
@@ -85,26 +87,34 @@ std::string demangle(std::string_view name) {
 
 std::unique_ptr<ElfImage> find_debug_file(const ElfImage& elf, const DebugSearch& where,
                                           std::string* found_path) {
-  auto try_path = [&](const std::string& p, bool by_build_id) -> std::unique_ptr<ElfImage> {
-    auto cand = ElfImage::open_path(p);
+  // Inside each root (a container's, then the host's): its symlinks are
+  // followed (.build-id entries are symlinks on some distros) but never out
+  // of it, and only regular files of allowed owners are read.
+  OpenPolicy policy;
+  policy.max_size = ElfImage::kMaxFileBytes;
+  policy.follow_symlinks = true;
+  policy.owners = where.owners;
+  auto try_in = [&](const std::string& root, const std::string& rel, bool by_build_id) -> std::unique_ptr<ElfImage> {
+    Opened o = open_in_root(root, rel, policy);
+    if (!o) return nullptr;
+    auto cand = ElfImage::open(std::move(o.fd), policy.max_size);
     if (!cand || !usable_candidate(elf, *cand, by_build_id)) return nullptr;
-    if (found_path) *found_path = p;
+    if (found_path) *found_path = root + rel;
     return cand;
   };
   const std::string& bid = elf.build_id();
   if (bid.size() > 2) {
     for (const auto& root : where.roots) {
-      std::string p = root + "/usr/lib/debug/.build-id/" + bid.substr(0, 2) + "/" + bid.substr(2) + ".debug";
-      if (auto d = try_path(p, true)) return d;
+      std::string p = "/usr/lib/debug/.build-id/" + bid.substr(0, 2) + "/" + bid.substr(2) + ".debug";
+      if (auto d = try_in(root, p, true)) return d;
     }
   }
   const std::string& link = elf.debuglink();
   if (!link.empty() && !where.path.empty() && where.path[0] == '/') {
     std::string dir = dir_of(where.path);
     for (const auto& root : where.roots) {
-      for (const std::string& p : {root + dir + "/" + link, root + dir + "/.debug/" + link,
-                                   root + "/usr/lib/debug" + dir + "/" + link}) {
-        if (auto d = try_path(p, false)) return d;
+      for (const std::string& p : {dir + "/" + link, dir + "/.debug/" + link, "/usr/lib/debug" + dir + "/" + link}) {
+        if (auto d = try_in(root, p, false)) return d;
       }
     }
   }
@@ -133,7 +143,7 @@ bool Module::open_dwarf() {
   if (!elf_->has_debug_info() && !(debug_ && debug_->has_debug_info())) return false;
   dwfl_ = dwfl_begin(&kModuleCallbacks);
   if (!dwfl_) return false;
-  int fd = ::dup(elf_->fd());
+  int fd = dup_cloexec(elf_->fd());
   if (fd < 0) return false;
   dwfl_report_begin(dwfl_);
   // base = the first segment's vaddr makes the bias 0: we look up by vaddr.

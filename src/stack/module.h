@@ -6,6 +6,7 @@
 #pragma once
 
 #include <elfutils/libdwfl.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <memory>
@@ -38,6 +39,7 @@ struct Symbolized {
 struct DebugSearch {
   std::vector<std::string> roots;
   std::string path;
+  std::vector<uid_t> owners;  // a candidate must be owned by one; empty: any
 };
 
 // Finds and opens the separate debug file of `elf`: .build-id/xx/yyyy.debug

@@ -4,15 +4,20 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
+#include "stack/arm64_code.h"
 #include "stack/resolver.h"
+#include "util/log.h"
+#include "util/safe_open.h"
 
 namespace jankbpf::stack {
 
@@ -33,6 +38,9 @@ struct Process::Ctx {
   bool run_first = true, resumed = false;
   // arm64: a JIT frame was reached; we walk frame records from here.
   bool jit_walk = false;
+  // arm64: the sample's pc is in a frameless leaf without CFI; libdwfl
+  // resumes at its caller (c.synthetic) with the caller already recorded.
+  bool leaf_resume = false;
   uint64_t jit_fp = 0;
   UserRegs synthetic;
   bool stopped = false;
@@ -68,6 +76,7 @@ bool Process::reload_maps() {
   maps_ = ProcMaps::parse(maps_text_);
   maps_loaded_ = true;
   mapped_.clear();
+  leaf_memo_.clear();
   if (dwfl_) ++owner_.stats_.dwfl_rebuilds;
   drop_dwfl();
   // Pointer-authentication bits sit above the user VA size; no mapping is
@@ -97,7 +106,7 @@ const Process::Mapped& Process::mapped(const MapEntry& m) {
   if (it != mapped_.end()) return it->second;
   Mapped out;
   if (m.is_vdso()) {
-    if (arch_ == host_arch().arch) {
+    if (arch_ == host_arch().arch || !owner_.options().vdso_path.empty()) {
       out.module = owner_.host_vdso();
       if (out.module) {
         auto bias = out.module->elf().load_bias(m.start, m.pgoff);
@@ -112,25 +121,32 @@ const Process::Mapped& Process::mapped(const MapEntry& m) {
   // map_files names the very file mapped (deleted or replaced binaries,
   // other mount namespaces); the root path is the fallback (needs no
   // CAP_SYS_ADMIN) and is checked against the inode maps reports.
+  // Either way only a regular file within ElfImage's bound is taken, the
+  // root path without following any link (util/safe_open).
   char range[48];
   std::snprintf(range, sizeof range, "map_files/%" PRIx64 "-%" PRIx64, m.start, m.end);
-  Fd fd(::open(proc_path(range).c_str(), O_RDONLY | O_CLOEXEC));
+  OpenPolicy policy;
+  policy.max_size = ElfImage::kMaxFileBytes;
+  Opened o = open_magic(proc_path(range), policy);
   bool via_root = false;
-  if (!fd && !m.deleted) {
-    fd.reset(::open((proc_path("root") + m.path).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!o && !m.deleted) {
+    policy.owners = owners();
+    o = open_in_root(proc_path("root"), m.path, policy);
     via_root = true;
   }
-  if (fd) {
-    struct stat st;
-    bool same = ::fstat(fd.get(), &st) == 0 &&
-                (!via_root || !owner_.options().verify_inode || st.st_ino == m.inode);
+  if (o) {
+    // The root path may name another file than the one mapped (replaced
+    // binary, another filesystem with the same inode number).
+    bool same = !via_root || !owner_.options().verify_inode ||
+                (o.st.st_ino == m.inode && major(o.st.st_dev) == m.dev_major && minor(o.st.st_dev) == m.dev_minor);
     if (same) {
-      if (auto elf = ElfImage::open(std::move(fd))) {
+      if (auto elf = ElfImage::open(std::move(o.fd))) {
         auto bias = elf->load_bias(m.start, m.pgoff);
         uint64_t b = bias ? *bias : m.start - m.pgoff;
         DebugSearch where;
         where.path = m.path;
         where.roots.push_back(proc_path("root"));
+        where.owners = owners();
         if (!owner_.options().host_root.empty()) {
           struct stat a, b2;
           std::string host = owner_.options().host_root == "/" ? "" : owner_.options().host_root;
@@ -214,7 +230,7 @@ void Process::report(uint64_t addr) {
   uint64_t key = mp.bias ^ (reinterpret_cast<uintptr_t>(mp.module.get()) << 1);
   if (reported_.count(key | 1)) return;
   reported_.insert(key | 1);
-  int fd = ::dup(mp.module->elf().fd());
+  int fd = dup_cloexec(mp.module->elf().fd());
   if (fd < 0) return;
   dwfl_report_begin_add(dwfl_);
   // add_p_vaddr=false: libdwfl takes bias = base - first PT_LOAD vaddr.
@@ -337,6 +353,7 @@ int Process::on_frame(Dwfl_Frame* state) {
   report(lookup);
   if (lookup != pc) report(pc);
   if (initial && c.resumed) return DWARF_CB_OK;  // recorded by the frame walk
+  if (first && regs_.arch == Arch::Arm64 && m && leaf_without_cfi(*m, pc)) return leaf_to_caller(pc);
   if (!first && m->anon_exec() && regs_.arch == Arch::Arm64) {
     // libdwfl's arm64 fallback takes LR as this frame's return address,
     // which only holds for a leaf; walk the frame records ourselves.
@@ -361,6 +378,88 @@ int Process::on_frame(Dwfl_Frame* state) {
     return DWARF_CB_ABORT;
   }
   return DWARF_CB_OK;
+}
+
+// Some CFI (.eh_frame or .debug_frame) of its module covers pc.
+bool Process::has_cfi(uint64_t pc) {
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl_, pc);
+  if (!mod) return false;
+  Dwarf_Addr bias = 0;
+  Dwarf_Frame* frame = nullptr;
+  if (Dwarf_CFI* cfi = dwfl_module_eh_cfi(mod, &bias); cfi && dwarf_cfi_addrframe(cfi, pc - bias, &frame) == 0) {
+    std::free(frame);
+    return true;
+  }
+  if (Dwarf_CFI* cfi = dwfl_module_dwarf_cfi(mod, &bias); cfi && dwarf_cfi_addrframe(cfi, pc - bias, &frame) == 0) {
+    std::free(frame);
+    return true;
+  }
+  return false;
+}
+
+// arm64: pc (the sample's) lies in a function of a mapped file (or the
+// vDSO) that has no CFI and never touches SP or x30 (a64_frameless_leaf
+// over its whole symbol). libdwfl's fallback for a pc without CFI takes LR
+// as the return address but also pops a frame record at x29 -- in a leaf
+// that record is the caller's, so the caller's CFI then runs on the
+// grandparent's SP and reads junk. Such a leaf is unwound here instead.
+// Memoized per function (an FDE covers a whole function, or none does).
+bool Process::leaf_without_cfi(const MapEntry& m, uint64_t pc) {
+  if (!m.x || m.anon_exec() || !(m.file_backed() || m.is_vdso())) return false;
+  const Mapped& mp = mapped(m);
+  if (!mp.module) return false;
+  const ElfSymbol* sym = lookup_symbol(mp.module->elf().symbols(), pc - mp.bias);
+  if (!sym || sym->size < 4 || sym->size > 65536) return false;
+  uint64_t start = sym->addr + mp.bias;
+  auto it = leaf_memo_.find(start);
+  if (it != leaf_memo_.end()) return it->second;
+  bool leaf = false;
+  if (m.contains(start) && m.contains(start + sym->size - 1) && !has_cfi(pc)) {
+    std::vector<uint32_t> code(sym->size / 4);
+    leaf = mp.module->elf().read(start - m.start + m.pgoff, code.data(), code.size() * 4) &&
+           a64_frameless_leaf(code);
+  }
+  leaf_memo_.emplace(start, leaf);
+  return leaf;
+}
+
+// Records the leaf and its caller (at LR) and restarts libdwfl at the
+// caller's call instruction with every other register as sampled: in a
+// frameless leaf SP, x29 and the callee-saved registers are the caller's.
+int Process::leaf_to_caller(uint64_t pc) {
+  Ctx& c = *ctx_;
+  c.pcs.push_back({pc, true});
+  uint64_t ret = c.regs->has_lr ? strip_pac(c.regs->lr) : 0;
+  const MapEntry* rm = ret > 4 ? maps_.find(ret - 4) : nullptr;
+  if (!rm || !rm->x) {
+    if (ret > 4 && !rm) c.unknown_pc = true;
+    c.stopped = true;
+    c.stop = UnwindStop::BadFrame;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "link register %#" PRIx64 " is not in code", ret);
+    c.error = buf;
+    return DWARF_CB_ABORT;
+  }
+  if (rm->anon_exec()) {
+    // Called from JIT code: its frame record is at x29.
+    c.pcs.push_back({ret, false});
+    c.jit_walk = true;
+    c.jit_fp = c.regs->fp;
+    return DWARF_CB_ABORT;
+  }
+  c.pcs.push_back({ret, false});
+  if (c.pcs.size() >= c.max_frames) {
+    c.stopped = true;
+    c.stop = UnwindStop::MaxDepth;
+    c.error = "frame limit reached";
+    return DWARF_CB_ABORT;
+  }
+  UserRegs& r = c.synthetic;
+  r = *c.regs;
+  r.pc = ret - 4;  // the bl/blr: the caller's CFI row
+  c.regs = &r;
+  c.leaf_resume = true;
+  return DWARF_CB_ABORT;
 }
 
 // arm64 JIT frames: follow frame records (x29 -> {caller x29, return
@@ -446,9 +545,12 @@ Process::Unwound Process::unwind_once(const SampleInput& in, const UserRegs& reg
   ctx_ = &c;
   pid_t tid = in.tid > 0 ? in.tid : pid_;
   int rc = dwfl_getthread_frames(dwfl_, tid, cb_frame, this);
-  while (c.jit_walk && !c.stopped) {
-    c.jit_walk = false;
-    if (!walk_jit_frames()) break;
+  while ((c.jit_walk || c.leaf_resume) && !c.stopped) {
+    if (c.jit_walk) {
+      c.jit_walk = false;
+      if (!walk_jit_frames()) break;
+    }
+    c.leaf_resume = false;
     c.run_first = true;
     c.resumed = true;
     rc = dwfl_getthread_frames(dwfl_, tid, cb_frame, this);
@@ -485,11 +587,23 @@ Process::Unwound Process::unwind(const SampleInput& in, const UserRegs& regs) {
   return out;
 }
 
+const std::vector<uid_t>& Process::owners() {
+  if (!owners_known_) {
+    owners_ = process_file_owners(owner_.options().proc_root, pid_);
+    owners_known_ = !owners_.empty();
+  }
+  return owners_;
+}
+
 const PerfMap::Entry* Process::jit_lookup(uint64_t addr) {
+  // The perf map is the process's own file in its own /tmp: opened inside
+  // its root, no link followed, no FIFO or device read, bounded, and only
+  // when owned by the process's user (or root).
+  constexpr uint64_t kMaxPerfMapBytes = 512u << 20;
   auto now = std::chrono::steady_clock::now();
   if (perf_map_path_.empty()) {
     pid_t ns = namespace_pid(owner_.options().proc_root, pid_);
-    perf_map_path_ = proc_path("root/tmp/perf-" + std::to_string(ns) + ".map");
+    perf_map_path_ = "/tmp/perf-" + std::to_string(ns) + ".map";
   }
   if (perf_map_) {
     if (const auto* e = perf_map_->lookup(addr)) return e;
@@ -497,12 +611,22 @@ const PerfMap::Entry* Process::jit_lookup(uint64_t addr) {
     if (now - perf_map_checked_ < std::chrono::milliseconds(20)) return nullptr;
   }
   perf_map_checked_ = now;
-  struct stat st;
-  if (::stat(perf_map_path_.c_str(), &st) != 0) return nullptr;
+  OpenPolicy policy;
+  policy.max_size = kMaxPerfMapBytes;
+  policy.owners = owners();
+  if (policy.owners.empty()) return nullptr;  // gone
+  Opened o = open_in_root(proc_path("root"), perf_map_path_, policy);
+  if (!o) {
+    if (o.error != perf_map_error_) log::debug("perf map of pid %d refused: %s", pid_, o.error.c_str());
+    perf_map_error_ = o.error;
+    return nullptr;
+  }
+  perf_map_error_.clear();
+  const struct stat& st = o.st;
   int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   if (perf_map_ && mtime == perf_map_mtime_ && st.st_size == perf_map_size_) return nullptr;
   std::string text;
-  if (!read_small_file(perf_map_path_, text, 512 << 20)) return nullptr;
+  if (!read_bounded(o.fd.get(), text, kMaxPerfMapBytes)) return nullptr;
   perf_map_ = PerfMap::parse(text);
   perf_map_mtime_ = mtime;
   perf_map_size_ = st.st_size;

@@ -79,6 +79,9 @@ class Process {
   bool read_word(uint64_t addr, uint64_t* out);
   int on_frame(Dwfl_Frame* state);
   bool walk_jit_frames();
+  bool has_cfi(uint64_t pc);
+  bool leaf_without_cfi(const MapEntry& m, uint64_t pc);
+  int leaf_to_caller(uint64_t pc);
   Unwound unwind_once(const SampleInput& in, const UserRegs& regs);
   std::string proc_path(std::string_view leaf) const;
 
@@ -98,6 +101,11 @@ class Process {
   uint64_t va_mask_ = ~uint64_t{0};
   std::chrono::steady_clock::time_point last_reload_{};
   std::unordered_map<uint64_t, Mapped> mapped_;  // by mapping start
+  // Owners allowed for files we open from its root (util/safe_open).
+  std::vector<uid_t> owners_;
+  bool owners_known_ = false;
+  const std::vector<uid_t>& owners();
+  std::unordered_map<uint64_t, bool> leaf_memo_;  // function start -> leaf_without_cfi
 
   Dwfl* dwfl_ = nullptr;
   Elf* arch_elf_ = nullptr;
@@ -106,7 +114,8 @@ class Process {
   bool dwfl_failed_ = false;
 
   std::optional<PerfMap> perf_map_;
-  std::string perf_map_path_;
+  std::string perf_map_path_;  // inside the process's root: "/tmp/perf-NSPID.map"
+  std::string perf_map_error_;  // the last refusal, logged once
   int64_t perf_map_mtime_ = -1;
   int64_t perf_map_size_ = -1;
   std::chrono::steady_clock::time_point perf_map_checked_{};

@@ -93,6 +93,13 @@ Process* Resolver::process(pid_t pid, Arch arch) {
   return it->second.get();
 }
 
+void Resolver::prepare(pid_t pid, Arch arch) {
+  Process* p = process(pid, arch);
+  if (!p->reload_maps() && !p->has_maps()) return;
+  for (const MapEntry& m : p->maps().entries())
+    if (m.x && (m.file_backed() || m.is_vdso())) p->mapped(m);
+}
+
 const Kallsyms& Resolver::kallsyms() {
   if (!kallsyms_) {
     kallsyms_ = std::make_unique<Kallsyms>(Kallsyms::load(opts_.kallsyms_path));
@@ -105,6 +112,11 @@ const Kallsyms& Resolver::kallsyms() {
 std::shared_ptr<Module> Resolver::host_vdso() {
   if (vdso_tried_) return vdso_;
   vdso_tried_ = true;
+  if (!opts_.vdso_path.empty()) {
+    auto elf = ElfImage::open_path(opts_.vdso_path);
+    if (elf) vdso_ = modules_.get(std::move(elf), "[vdso]", DebugSearch{});
+    return vdso_;
+  }
   uint64_t base = getauxval(AT_SYSINFO_EHDR);
   if (!base) return nullptr;
   std::string text;

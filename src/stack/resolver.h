@@ -59,6 +59,10 @@ struct ResolverOptions {
   // Raise RLIMIT_NOFILE's soft limit to the hard limit (at most 65536) on
   // construction: modules keep their files open, shared by every process.
   bool raise_fd_limit = true;
+  // The vDSO image for samples of this arch: "" = this process's own (the
+  // same kernel's); tests replaying another machine's samples name the
+  // image dumped there.
+  std::string vdso_path;
 };
 
 class Process;
@@ -80,6 +84,10 @@ class Resolver {
   // back with the module and offset, or just the PC; the walk ends at the
   // first return address outside executable memory.
   std::vector<Frame> symbolize_user(pid_t pid, Arch arch, std::span<const uint64_t> pcs);
+
+  // Reads the process's maps and opens the modules of its executable
+  // mappings now, so samples unwound after it exited still find them.
+  void prepare(pid_t pid, Arch arch);
 
   // The process exec'd or changed its mappings: drop its maps and Dwfl.
   void invalidate(pid_t pid);

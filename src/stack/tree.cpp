@@ -4,6 +4,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "util/log.h"
+
 namespace jankbpf::stack {
 
 struct StackTree::Node {
@@ -42,7 +44,7 @@ std::string frame_key(const Frame& f, TreeOptions::Merge merge) {
 
 std::string wait_text(char state) {
   std::string s = "wait ";
-  s.push_back(state);
+  s += log::escape_control(std::string_view(&state, 1));
   s += " (";
   s += wait_state_name(state);
   s += ")";
@@ -163,7 +165,8 @@ std::string StackTree::render() const {
     out.append(static_cast<size_t>(l.level) * 4, ' ');
     std::snprintf(buf, sizeof buf, "%u #%02d ", l.count, l.level);
     out += buf;
-    out += l.frame ? format_frame(*l.frame, opts_.source_locations) : wait_text(l.wait_state);
+    // Names are the process's bytes: one frame must stay one line.
+    out += l.frame ? log::escape_control(format_frame(*l.frame, opts_.source_locations)) : wait_text(l.wait_state);
     out += '\n';
   }
   return out;
@@ -220,7 +223,9 @@ std::string StackTree::heaviest_stack() const {
     if (i) out += '\n';
     std::snprintf(buf, sizeof buf, "#%02d ", i++);
     out += buf;
-    out += l.frame ? format_frame(*l.frame, opts_.source_locations) : wait_text(l.wait_state);
+    // As in render(): a name with a newline must not forge frame lines.
+    out += l.frame ? log::escape_control(format_frame(*l.frame, opts_.source_locations))
+                   : wait_text(l.wait_state);
   }
   return out;
 }

@@ -72,6 +72,8 @@ class TraceCapture {
   // Pauses the instance. False when a capture is already running.
   bool start(pid_t pid);
   bool running() const { return started_; }
+  // trace-cmd was started for this capture and has not been reaped yet.
+  bool tool_running() const { return tool_running_; }
   // Readable when the tool has exited; -1 when there is nothing to wait for
   // (text capture, or no pidfd): then call finish() right away.
   int wait_fd() const { return child_.wait_fd(); }

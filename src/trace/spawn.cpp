@@ -89,8 +89,12 @@ struct PreparedMount {
   }
   if (dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
     child_fail(out, "dup2", nullptr, errno, kSpawnSetupFailed);
+  // Only 0-2 go to the tool: a descriptor some library opened without
+  // O_CLOEXEC (another process's ELF, a BPF map) must not leak into it.
+  if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
+    for (int fd = 3; fd < 65536; ++fd) close(fd);
   if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0)
-    child_fail(out, "chdir", spec.cwd.c_str(), errno, kSpawnSetupFailed);
+    child_fail(1, "chdir", spec.cwd.c_str(), errno, kSpawnSetupFailed);
   execve(spec.path.c_str(), argv, envp);
   child_fail(1, "execve", spec.path.c_str(), errno, kSpawnExecFailed);
 }

@@ -1,7 +1,15 @@
 // Human-facing status on stderr; stdout carries JSON lines only.
 #pragma once
 
+#include <string>
+#include <string_view>
+
 namespace jankbpf::log {
+
+// Names from watched processes (comm, paths, symbols) are arbitrary bytes:
+// control characters become \n, \t or \xNN so one process cannot forge or
+// garble lines of stderr or of a log file. Every log line goes through it.
+std::string escape_control(std::string_view s);
 
 enum class Level { Error = 0, Status = 1, Info = 2, Debug = 3 };
 

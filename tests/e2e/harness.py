@@ -114,10 +114,12 @@ class Jankbpf:
         return s[0]
 
 
-def run_jankbpf(*args, timeout=60):
-    """Runs jankbpf to completion: (returncode, records, stderr)."""
+def run_jankbpf(*args, timeout=60, env=None):
+    """Runs jankbpf to completion: (returncode, records, stderr). `env`
+    adds variables (e.g. JANKBPF_DISABLE) to this process's environment."""
+    full_env = {**os.environ, **env} if env else None
     p = subprocess.run([JANKBPF, *_with_log_dir(args)], capture_output=True, text=True,
-                       timeout=timeout)
+                       timeout=timeout, env=full_env)
     records = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
     return p.returncode, records, p.stderr
 

@@ -180,7 +180,11 @@ def test_pid_target_must_exist():
     (["--threads", "few"], "--threads"),
     (["--pid", "1", "--comm", "x"], "excludes"),
     (["--threshold", "500", "--trace-threshold", "400"], "--trace-threshold"),
-    (["--no-such-flag"], "no-such-flag"),
+    (["--no-such-flag"], "unknown option '--no-such-flag'"),
+    (["--pid", "1", "--treshold", "100"], "unknown option '--treshold' (did you mean --threshold?)"),
+    (["--pid", "1", "foo"], "unexpected argument 'foo': a command to run goes after '--'"),
+    (["--pid", "1", "--", "true"], "--pid excludes -- CMD"),
+    (["--"], "'--' must be followed by a command to run"),
 ])
 def test_bad_usage_exits_2_and_says_what(args, needle):
     rc, records, err = run_jankbpf(*args)

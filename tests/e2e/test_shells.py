@@ -86,8 +86,11 @@ def test_shell_waiting_for_its_foreground_job_is_idle_but_its_own_work_is_a_jank
     assert not hangs, hangs
     # The loop is one jank of the shell, mostly running; the 800 ms sleep is
     # in none of them (the job ran in another process group, with the tty).
-    loops = [j for j in janks if j["state_ms"]["running"] > 0.5 * j["duration_ms"]]
-    assert len(loops) == 1, janks
+    # (Running or waiting for a CPU: bash is not real-time, and on a busy
+    # machine its loop queues for much of its time.)
+    loops = [j for j in janks
+             if j["state_ms"]["running"] + j["state_ms"]["runnable"] > 0.5 * j["duration_ms"]]
+    assert len(loops) == 1, [(j["duration_ms"], j["state_ms"], j["wait_syscall"]) for j in janks]
     assert all(j["state_ms"]["sleeping"] < 400 for j in janks), janks
     # The task after the job ended began at the return of wait4.
     assert all(j["wait_syscall"] in ("pselect6", "wait4", "waitid") for j in janks), janks

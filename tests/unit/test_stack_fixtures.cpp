@@ -125,7 +125,11 @@ struct FakeProc {
     for (const auto& [path, target] : files) {
       fs::path p = pid_dir + "/root" + path;
       fs::create_directories(p.parent_path());
-      fs::create_symlink(target, p);
+      // Hard links (copies across filesystems), not symlinks: jankbpf never
+      // follows a link out of a process's root.
+      std::error_code ec;
+      fs::create_hard_link(target, p, ec);
+      if (ec) fs::copy_file(target, p);
     }
   }
   ~FakeProc() {

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Shared steps: find, track or forget a watched thread; count; reserve a
+ * record or count the drop; fill a record header; the eligibility rules
+ * (main thread, --pid, --comm, self).
+ */
+#ifndef JANKBPF_COMMON_BPF_H
+#define JANKBPF_COMMON_BPF_H
+
+/*
+ * The state of a watched thread, or NULL. `task` must be a trusted pointer
+ * (tp_btf argument, bpf_get_current_task_btf) when state_in_task; the hash
+ * path (scan watchdog, whose programs have none) uses only the tid. The
+ * branch on the read-only flag is pruned by the verifier at load.
+ */
+static __always_inline struct jb_thread *thread_of(struct task_struct *task, __u32 tid)
+{
+	if (state_in_task)
+		return bpf_task_storage_get(&thread_state, task, 0, 0);
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+static __always_inline struct jb_thread *thread_of_current(__u32 tid)
+{
+	if (state_in_task)
+		return bpf_task_storage_get(&thread_state, bpf_get_current_task_btf(), 0, 0);
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+/*
+ * A task_struct field: a plain load from a trusted tp_btf argument, a
+ * probe read from a raw_tp one. `btf` is a constant at every call site.
+ */
+#define TASK_FIELD(btf, task, field) ((btf) ? (task)->field : BPF_CORE_READ(task, field))
+
+/*
+ * The state of a task the scheduler hands us, or NULL. sched_switch and
+ * sched_wakeup run for every task on the machine: a thread that cannot be
+ * watched (not a main thread, unless --threads all) is turned away on the
+ * task_struct's own fields, before any map lookup.
+ */
+static __always_inline struct jb_thread *sched_thread_of(bool btf, struct task_struct *task,
+							 __u32 *tid)
+{
+	*tid = TASK_FIELD(btf, task, pid);
+	if (!all_threads && *tid != TASK_FIELD(btf, task, tgid))
+		return NULL;
+	return thread_of(task, *tid);
+}
+
+static __always_inline void thread_forget(struct task_struct *task, __u32 tid)
+{
+	if (state_in_task)
+		bpf_task_storage_delete(&thread_state, task);
+	else
+		bpf_map_delete_elem(&threads, &tid);
+	if (offcpu_enabled && !state_in_task)
+		bpf_map_delete_elem(&offcpu_stash_tid, &tid);
+}
+
+static __always_inline void stat_inc(__u32 which)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &which);
+
+	if (v)
+		*v += 1;
+}
+
+/* A record in the ring buffer, or NULL with the drop counted. */
+static __always_inline void *reserve_event(__u64 size)
+{
+	void *e = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!e)
+		stat_inc(JB_STAT_RB_DROPS);
+	return e;
+}
+
+static __always_inline void fill_header(struct jb_header *h, __u32 type, __u32 pid, __u32 tid,
+					__u64 now)
+{
+	h->type = type;
+	h->pid = pid;
+	h->tid = tid;
+	h->time_ns = now;
+}
+
+/* Main threads only (unless --threads all): one compare spares every other
+ * thread a lookup. `id` is bpf_get_current_pid_tgid(). */
+static __always_inline bool eligible_thread(__u64 id)
+{
+	return all_threads || (__u32)id == id >> 32;
+}
+
+static __always_inline bool comm_matches(struct task_struct *leader)
+{
+	char comm[JB_COMM_LEN];
+
+	BPF_CORE_READ_STR_INTO(&comm, leader, comm);
+	for (int i = 0; i < JB_COMM_LEN; i++) {
+		if (comm[i] != target_comm[i])
+			return false;
+		if (comm[i] == 0)
+			break;
+	}
+	return true;
+}
+
+/* Decides whether the current thread is one we watch, and starts tracking it. */
+static __noinline struct jb_thread *track_current(__u32 tid, __u32 tgid)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *leader = BPF_CORE_READ(task, group_leader);
+	struct jb_thread fresh = {};
+	struct jb_proc *proc;
+
+	if (!eligible_thread((__u64)tgid << 32 | tid))
+		return NULL;
+	if (tgid == self_tgid)
+		return NULL;
+	if (filter_pids) {
+		proc = bpf_map_lookup_elem(&procs, &tgid);
+		if (!proc || !(proc->flags & JB_PROCF_TARGET))
+			return NULL;
+	}
+	if (filter_comm) {
+		if (!comm_matches(leader))
+			return NULL;
+		struct jb_proc p = {.flags = JB_PROCF_TARGET};
+		bpf_map_update_elem(&procs, &tgid, &p, BPF_NOEXIST);
+	}
+
+	fresh.pid = tgid;
+	fresh.state = JB_ST_RUNNING;
+	fresh.proc_start_ns = BPF_CORE_READ(leader, start_time);
+	if (state_in_task) {
+		/* Only the thread itself creates its state: this is the first time. */
+		struct jb_thread *t = bpf_task_storage_get(&thread_state, bpf_get_current_task_btf(),
+							   &fresh, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!t) {
+			stat_inc(JB_STAT_THREADS_FULL);
+			return NULL;
+		}
+	} else if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST)) {
+		if (!bpf_map_lookup_elem(&threads, &tid))
+			stat_inc(JB_STAT_THREADS_FULL);
+		return bpf_map_lookup_elem(&threads, &tid);
+	}
+	if (announce_tracked) {
+		struct jb_tracked_event *e = reserve_event(sizeof(*e));
+
+		if (e) {
+			fill_header(&e->hdr, JB_EV_TRACKED, tgid, tid, bpf_ktime_get_ns());
+			e->proc_start_ns = fresh.proc_start_ns;
+			bpf_ringbuf_submit(e, 0);
+		}
+	}
+	return thread_of_current(tid);
+}
+
+#endif /* JANKBPF_COMMON_BPF_H */

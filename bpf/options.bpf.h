@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Options set by userspace before load (const volatile rodata: the verifier
+ * prunes what they switch off), and the one counter userspace reads through
+ * the mmapped .bss.
+ */
+#ifndef JANKBPF_OPTIONS_BPF_H
+#define JANKBPF_OPTIONS_BPF_H
+
+#define CLOCK_MONOTONIC 1
+#define TASK_INTERRUPTIBLE 0x1
+#define TASK_UNINTERRUPTIBLE 0x2
+#define TASK_NOLOAD 0x400
+
+/* Options, set by userspace between open and load. */
+const volatile __u64 threshold_ns = 150 * 1000000ull;
+const volatile __u64 hang_ns = 3000 * 1000000ull;
+const volatile __u64 ignore_startup_ns = 10 * 1000000000ull;
+const volatile bool all_threads = false;   /* --threads all */
+const volatile bool filter_pids = false;   /* only tgids in `procs` with TARGET */
+const volatile bool filter_comm = false;   /* only group leaders named `comm` */
+const volatile char target_comm[JB_COMM_LEN] = {};
+const volatile __u32 self_tgid = 0;        /* never watch jankbpf itself */
+/* Stacks: from early_ns into a task (0: no stacks), one per sample_period_ns,
+ * up to sample_window_ns into it; off-CPU captures at switch-out. */
+const volatile __u64 early_ns = 0;
+const volatile __u64 sample_period_ns = 10 * 1000000ull;
+const volatile __u64 sample_window_ns = 2000 * 1000000ull;
+const volatile bool offcpu_enabled = false;
+/* Trace bound (0: no traces): a task past it gets a JB_EV_TRACE record. */
+const volatile __u64 trace_ns = 0;
+/* Markers: tell userspace of each thread tracked from now on, so it can
+ * attach to marked binaries of that process that no probe covers yet. */
+const volatile bool announce_tracked = false;
+/*
+ * Where per-thread state lives: task storage (the timer watchdog, on kernels
+ * with bpf_task_from_pid) or the `threads` hash (the scan watchdog, whose
+ * raw_tp and perf_event programs have no trusted task pointers and must
+ * walk every watched thread). Task storage hangs off the task_struct: a
+ * lookup is a pointer chase instead of hashing the tid, on every hook.
+ */
+const volatile bool state_in_task = false;
+/* The kfunc is there (6.2+): the timer callback can find the task again.
+ * Userspace decides, so a test can take the 6.1 path on a newer kernel. */
+const volatile bool use_task_from_pid = false;
+/* The scan watchdog: threads inside a task are listed in `in_task` for its
+ * tick to walk. */
+const volatile bool scan_watchdog = false;
+
+/* Threads now inside a task past early_ns: userspace keeps the sampling
+ * clocks on while this is non-zero and off otherwise (read through the
+ * mmapped .bss, no syscall). */
+__s64 long_tasks = 0;
+
+#endif /* JANKBPF_OPTIONS_BPF_H */

@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Scheduler hooks: switch, wakeup, exit, exec; the bodies shared by the
+ * tp_btf and raw_tp programs (`btf` is a constant at every call site).
+ */
+#ifndef JANKBPF_SCHED_BPF_H
+#define JANKBPF_SCHED_BPF_H
+
+/*
+ * Returns the thread that was switched in, if it is watched; *prev_t gets
+ * the one switched out.
+ */
+static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struct task_struct *prev,
+						   struct task_struct *next,
+						   struct jb_thread **prev_t)
+{
+	__u32 prev_tid, next_tid;
+	struct jb_thread *t;
+	__u64 now = 0;
+
+	t = sched_thread_of(btf, prev, &prev_tid);
+	*prev_t = t;
+	if (t) {
+		struct sched_counts c;
+
+		now = bpf_ktime_get_ns();
+		TASK_COUNTS(btf, prev, c);
+		if (t->state == JB_ST_RUNNING)
+			account(t, now);
+		else
+			account_unseen(t, now, &c, false);
+		snapshot(t, &c);
+		/* The task_struct's state is the one schedule() was called with. */
+		if (preempt)
+			t->state = JB_ST_RUNNABLE;
+		else {
+			long st = task_state(prev);
+			t->state = st == 0 ? JB_ST_RUNNABLE : sleep_state(st);
+		}
+	}
+	t = sched_thread_of(btf, next, &next_tid);
+	if (t) {
+		if (!now)
+			now = bpf_ktime_get_ns();
+		account(t, now);
+		t->state = JB_ST_RUNNING;
+	}
+	return t;
+}
+
+static __always_inline void on_wakeup(bool btf, struct task_struct *p)
+{
+	__u32 tid;
+	struct jb_thread *t = sched_thread_of(btf, p, &tid);
+
+	if (!t || t->state < JB_ST_SLEEPING)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	struct sched_counts c;
+
+	account(t, now);
+	TASK_COUNTS(btf, p, c);
+	snapshot(t, &c);
+	t->state = JB_ST_RUNNABLE;
+	/* Asleep in the wait: this wakeup ends it (the last one before it returns). */
+	if (t->in_wait)
+		t->wake_ns = now;
+}
+
+/* Forgets an exiting thread; reports the process when its last thread goes. */
+static __always_inline void on_exit(bool btf, struct task_struct *task)
+{
+	__u32 tid = TASK_FIELD(btf, task, pid);
+	__u32 tgid = TASK_FIELD(btf, task, tgid);
+	struct jb_proc *p;
+	struct jb_exit_event *e;
+
+	/* A task cut short by the thread's exit still ends, unrecovered. */
+	struct jb_thread *t = thread_of(task, tid);
+	if (t) {
+		if (t->in_task)
+			end_task(t, tid, JB_TASKF_UNRECOVERED);
+		thread_forget(task, tid);
+	}
+	if (BPF_CORE_READ(task, signal, live.counter) != 0)
+		return;
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
+		return;
+	/*
+	 * Threads leaving together (exit_group) may all see live == 0 here:
+	 * the one whose delete succeeds reports the process, once.
+	 */
+	__u32 flags = p->flags;
+	if (bpf_map_delete_elem(&procs, &tgid))
+		return;
+	e = reserve_event(sizeof(*e));
+	if (e) {
+		fill_header(&e->hdr, JB_EV_EXIT, tgid, tid, bpf_ktime_get_ns());
+		e->exit_code = BPF_CORE_READ(task, signal, group_exit_code);
+		if (!e->exit_code)
+			e->exit_code = BPF_CORE_READ(task, exit_code);
+		e->flags = flags;
+		BPF_CORE_READ_STR_INTO(&e->comm, task, group_leader, comm);
+		bpf_ringbuf_submit(e, 0);
+	}
+}
+
+/*
+ * Both watchdogs' sched_switch: the state split, the off-CPU capture and,
+ * with timers (tp_btf only), arming the watchdog.
+ */
+static __always_inline void switch_hook(void *ctx, bool btf, bool preempt,
+					struct task_struct *prev, struct task_struct *next)
+{
+	struct jb_thread *t, *p;
+
+	t = on_switch(btf, preempt, prev, next, &p);
+	if (p && p->in_task) {
+		__u32 prev_tid = TASK_FIELD(btf, prev, pid);
+
+		/* A task that began without a switch-in has no watchdog yet. */
+		if (btf)
+			arm_watchdog(prev_tid, p);
+		/*
+		 * Asleep, blocked or preempted: no clock samples it now. Once the
+		 * task is long, capture at most one stack per sample period. Before
+		 * that, stash only when it goes to sleep: a preempted thread runs
+		 * again and the clock samples it then, and stashing at every
+		 * preemption made each wakeup of a busy peer (ping-pong) pay for a
+		 * 16 KB copy.
+		 */
+		if (offcpu_enabled) {
+			__u64 now = bpf_ktime_get_ns();
+			if (p->early ? take_sample_slot(p, now) : !preempt && p->state != JB_ST_RUNNABLE)
+				capture_offcpu(ctx, prev, prev_tid, p, now);
+		}
+	}
+	if (btf && t)
+		arm_watchdog(TASK_FIELD(btf, next, pid), t);
+}
+
+/*
+ * The waker: sched_waking runs in the context of whoever calls
+ * try_to_wake_up; sched_wakeup may run later on the target CPU (a queued
+ * remote wakeup), in the idle task's context.
+ */
+static __always_inline void waking_hook(void *ctx, bool btf, struct task_struct *p)
+{
+	__u32 tid;
+	struct jb_thread *t = sched_thread_of(btf, p, &tid);
+
+	if (t && t->offcpu_pending)
+		capture_waker(ctx, tid, t);
+}
+
+/*
+ * exec: the thread runs another program from here. Its task ends, and it is
+ * forgotten, to be tracked afresh at its first wait in the new program:
+ * --comm is checked against the new name, marker depth starts at 0, and
+ * with markers userspace looks at the binaries the new program maps.
+ */
+static __always_inline void on_exec(__u32 old_pid)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct jb_thread *t = thread_of_current(tid);
+
+	if (t) {
+		if (t->in_task)
+			end_task(t, tid, 0);
+		leave_long(t);
+		thread_forget(bpf_get_current_task_btf(), tid);
+	}
+	/*
+	 * A non-leader that execs takes the leader's pid; drop its old one too
+	 * (in task storage the old leader's state goes with its task_struct).
+	 */
+	if (old_pid != tid && !state_in_task)
+		bpf_map_delete_elem(&threads, &old_pid);
+}
+
+#endif /* JANKBPF_SCHED_BPF_H */

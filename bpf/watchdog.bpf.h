@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The watchdog: a running task must be reported when it crosses, passes the
+ * trace bound or hangs. Timer mode (a bpf_timer per thread, tp_btf only)
+ * and scan mode (a cpu-clock tick walking the tid hash).
+ */
+#ifndef JANKBPF_WATCHDOG_BPF_H
+#define JANKBPF_WATCHDOG_BPF_H
+
+/*
+ * Emits the crossing / hang records that are due and says when the thread
+ * needs looking at again: 0 means not until it runs again.
+ */
+/*
+ * How often a busy thread is looked at: often enough that the check which
+ * first sees a new task comes before that task's first milestone.
+ */
+static __always_inline __u64 poll_ns(void)
+{
+	return early_ns ? early_ns : threshold_ns;
+}
+
+static __always_inline __u64 sooner(__u64 next, __u64 milestone, __u64 elapsed)
+{
+	__u64 d = milestone - elapsed;
+
+	return next && next < d ? next : d;
+}
+
+static __always_inline bool recorded_on_cpu(struct jb_thread *t)
+{
+	return t->state == JB_ST_RUNNING || t->state == JB_ST_RUNNABLE;
+}
+
+/* on_cpu: the thread is running or queued, so its task may go on. */
+static __always_inline __u64 check_thread(__u32 tid, struct jb_thread *t, __u64 now, bool on_cpu)
+{
+	__u64 next = 0;
+
+	if (!t->in_task)
+		return on_cpu ? poll_ns() : 0;
+
+	__u64 elapsed = now - t->begin_ns;
+
+	/* Emit what is due, in the order the milestones fall. */
+	if (early_ns && !t->early && elapsed >= early_ns) {
+		t->early = 1;
+		__sync_fetch_and_add(&long_tasks, 1);
+		emit_task(JB_EV_EARLY, tid, t, now);
+	}
+	if (!t->crossed && elapsed >= threshold_ns) {
+		t->crossed = 1;
+		mark_janked(t->pid);
+		emit_task(JB_EV_CROSSING, tid, t, now);
+	}
+	/* "Past" the trace bound: a task of exactly trace_ns triggers nothing. */
+	if (trace_ns && !t->traced && elapsed > trace_ns) {
+		t->traced = 1;
+		emit_task(JB_EV_TRACE, tid, t, now);
+	}
+	if (!t->hung && elapsed >= hang_ns) {
+		t->hung = 1;
+		emit_task(JB_EV_HANG, tid, t, now);
+	}
+
+	/* When the next one falls due. */
+	if (early_ns && !t->early)
+		next = sooner(next, early_ns, elapsed);
+	if (!t->crossed)
+		next = sooner(next, threshold_ns, elapsed);
+	if (trace_ns && !t->traced)
+		next = sooner(next, trace_ns + 1, elapsed);
+	if (!t->hung)
+		next = sooner(next, hang_ns, elapsed);
+	if (!next)  /* nothing more is due for this task: poll only while busy */
+		return on_cpu ? poll_ns() : 0;
+	/* This task may end and the next one start at any moment. */
+	return next < poll_ns() ? next : poll_ns();
+}
+
+/* One look at a watched thread from its timer; what is due next (0: none). */
+static __always_inline __u64 timer_check(struct task_struct *task, __u32 tid, struct jb_timer *tm,
+					 struct jb_thread *t)
+{
+	/*
+	 * Running or queued, by the task_struct itself where we have it: a
+	 * switch-in or wakeup that no tracepoint showed must not put the
+	 * watchdog to sleep while the task goes on.
+	 */
+	bool on_cpu = task ? task_state(task) == 0 : recorded_on_cpu(t);
+	__u64 next = check_thread(tid, t, bpf_ktime_get_ns(), on_cpu);
+
+	/* Task storage needs the task; the tid stash does not. */
+	if (offcpu_enabled && (task || !state_in_task))
+		flush_stash(task, tid, t);
+	if (next) {
+		bpf_timer_start(&tm->timer, next, 0);
+		return 0;
+	}
+	/*
+	 * Disarm, then look again: if the thread got back on a CPU after the
+	 * check, sched_switch may have seen armed == 1 and skipped arming.
+	 */
+	__sync_lock_test_and_set(&t->armed, 0);
+	if ((task ? task_state(task) == 0 : recorded_on_cpu(t)) &&
+	    !__sync_lock_test_and_set(&t->armed, 1))
+		bpf_timer_start(&tm->timer, poll_ns(), 0);
+	return 0;
+}
+
+static int timer_fired(void *map, __u32 *key, struct jb_timer *tm)
+{
+	__u32 tid = *key;
+	struct task_struct *task = NULL;
+	struct jb_thread *t;
+
+	/* The callback has only the tid: find the thread's task_struct. */
+	if (use_task_from_pid && bpf_task_from_pid)
+		task = bpf_task_from_pid(tid);
+	if (state_in_task) {
+		if (!task)
+			return 0;
+		t = bpf_task_storage_get(&thread_state, task, 0, 0);
+	} else {
+		t = bpf_map_lookup_elem(&threads, &tid);
+	}
+	if (t)
+		timer_check(task, tid, tm, t);
+	if (task)
+		bpf_task_release(task);
+	return 0;
+}
+
+static __noinline void arm_watchdog(__u32 tid, struct jb_thread *t)
+{
+	struct jb_timer *tm;
+
+	if (t->armed || __sync_lock_test_and_set(&t->armed, 1))
+		return;
+	tm = bpf_map_lookup_elem(&timers, &tid);
+	if (!tm) {
+		struct jb_timer zero = {};
+
+		bpf_map_update_elem(&timers, &tid, &zero, BPF_NOEXIST);
+		tm = bpf_map_lookup_elem(&timers, &tid);
+		if (!tm)
+			goto fail;
+		/* -EBUSY when another CPU initialised it first: fine. */
+		bpf_timer_init(&tm->timer, &timers, CLOCK_MONOTONIC);
+		bpf_timer_set_callback(&tm->timer, timer_fired);
+	}
+	/* First look at the thread one poll period from now (its task starts soon). */
+	if (bpf_timer_start(&tm->timer, poll_ns(), 0) == 0)
+		return;
+fail:
+	stat_inc(JB_STAT_TIMER_FAIL);
+	t->armed = 0;
+}
+
+/* The scan watchdog's tick: one look at each thread inside a task. */
+static long scan_one(void *map, __u32 *tid, __u8 *unused, void *ctx)
+{
+	struct jb_thread *t = bpf_map_lookup_elem(&threads, tid);
+
+	if (!t)
+		return 0;
+	check_thread(*tid, t, bpf_ktime_get_ns(), recorded_on_cpu(t));
+	if (offcpu_enabled)
+		flush_stash(NULL, *tid, t);
+	return 0;
+}
+
+#endif /* JANKBPF_WATCHDOG_BPF_H */

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Runs jankbpf's libFuzzer targets (tests/fuzz/, built by `make fuzz-bin`
+# into build/fuzz/) and prints a markdown table: target, executions,
+# exec/s, crashes, corpus.
+#
+#   scripts/fuzz.sh smoke [TARGET...]   FUZZ_SMOKE_SECONDS each (10), from the seeds only
+#   scripts/fuzz.sh run   [TARGET...]   FUZZ_SECONDS each (60), corpus kept in build/fuzz/corpus/
+#   scripts/fuzz.sh bench [TARGET...]   FUZZ_BENCH_RUNS executions each (10,000,000)
+#
+# Every mode first runs each target once on generated large inputs (50,000
+# maps and perf-map entries, a 10 MB perf map, 1 MB lines, 50,000 USDT
+# notes, a 64 KB-deep JSON nesting): too big to keep as seeds or to mutate
+# usefully, but they must parse, under the sanitizers, within -timeout.
+# A crash, leak, timeout (a slow input: -timeout) or out-of-memory
+# (-rss_limit_mb) fails the script; what crashed is in build/fuzz/artifacts/
+# TARGET/, to be turned into a unit test (tests/unit/test_fuzz_findings.cpp).
+#
+#   FUZZ_BUILD=DIR   where the targets are (build/fuzz)
+#   FUZZ_TABLE=FILE  also write the table there
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+mode=${1:-smoke}
+shift || true
+out=${FUZZ_BUILD:-build/fuzz}
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_maps fuzz_perf_map fuzz_perf_sample fuzz_config fuzz_elf_notes
+                                        fuzz_marker_spec fuzz_stack_tree fuzz_json_sink)
+
+# -max_len by input kind: a maps or perf-map text of a few hundred lines,
+# one perf record (header size is 16 bits), a config file, a small ELF.
+max_len() {
+  case $1 in
+    fuzz_maps|fuzz_perf_map) echo 16384 ;;
+    fuzz_perf_sample) echo 65552 ;;  # 16 bytes of attr + a 64 KB record
+    fuzz_config) echo 4096 ;;
+    fuzz_elf_notes) echo 16384 ;;
+    fuzz_marker_spec) echo 1024 ;;
+    fuzz_stack_tree|fuzz_json_sink) echo 4096 ;;
+  esac
+}
+
+# --- large generated inputs, run once each ----------------------------------
+gen_big() {
+  /usr/bin/python3 - "$out/big" <<'PY'
+import os, random, struct, sys
+root = sys.argv[1]
+r = random.Random(50000)
+def put(target, name, data):
+    d = os.path.join(root, target); os.makedirs(d, exist_ok=True)
+    p = os.path.join(d, name)
+    if not os.path.exists(p):
+        with open(p, 'wb') as f: f.write(data)
+maps = ''.join('%x-%x r-xp %08x fe:00 %d /usr/lib/lib %d.so%s\n' % (0x10000 + i * 0x2000, 0x11000 + i * 0x2000, i, i, i,
+               ' (deleted)' if i % 7 == 0 else '') for i in range(50000))
+put('fuzz_maps', 'entries_50000', maps.encode())
+put('fuzz_maps', 'line_1mb', b'1000-2000 r-xp 0 fe:00 1 /' + b'x' * (1 << 20) + b'\n')
+pm = ''.join('%x %x JS:*f%d /srv/app/m%d.js:%d:%d\n' % (0x7f0000 + i * 0x40, 0x40, i, i % 97, i, i % 80) for i in range(50000))
+put('fuzz_perf_map', 'entries_50000', pm.encode())
+put('fuzz_perf_map', 'file_10mb', b''.join(b'%x %x LazyCompile:~%s /a.js:1:1\n' % (r.getrandbits(40), r.getrandbits(12) + 1, b'n' * 60)
+                                             for _ in range(10 * (1 << 20) // 90)))
+put('fuzz_perf_map', 'line_1mb', b'1000 10 ' + b'n' * (1 << 20) + b'\n')
+# A 64 KB sample: the largest header size, a user stack filling it.
+st = (1 << 1) | (1 << 2) | (1 << 13)
+body = struct.pack('<IIQ', 1, 1, 7) + struct.pack('<Q', 65535 - 8 - 24 - 16) 
+body += b'\xaa' * (65535 - 8 - len(body) - 8) + struct.pack('<Q', 1 << 20)
+put('fuzz_perf_sample', 'record_64k', struct.pack('<QQ', st, 0) + struct.pack('<IHH', 9, 0, 8 + len(body)) + body)
+put('fuzz_config', 'nested_64k', b'{"log_type":' + b'[' * 30000 + b']' * 30000 + b'}')
+put('fuzz_config', 'over_64k', b'{"log_type":"' + b'1' * 70000 + b'"}')
+def note(name, typ, desc):
+    n = name + b'\0'; pad = lambda b: b + b'\0' * ((-len(b)) % 4)
+    return struct.pack('<III', len(n), len(desc), typ) + pad(n) + pad(desc)
+notes = b''.join(note(b'stapsdt', 3, struct.pack('<QQQ', 0x1000 + i, 0x2000, 0) + b'p%d\0n%d\0-4@%%eax\0' % (i, i))
+                 for i in range(50000))
+shstr = b'\0.note.stapsdt\0.shstrtab\0'
+off = 64; so = off + len(notes); so_pad = shstr + b'\0' * ((-len(shstr)) % 8); sh = so + len(so_pad)
+eh = b'\x7fELF' + bytes([2, 1, 1, 0]) + b'\0' * 8 + struct.pack('<HHIQQQIHHHHHH', 3, 62, 1, 0, 0, sh, 0, 64, 56, 0, 64, 3, 2)
+shdrs = b'\0' * 64 + struct.pack('<IIQQQQIIQQ', 1, 7, 2, 0, off, len(notes), 0, 0, 4, 0)
+shdrs += struct.pack('<IIQQQQIIQQ', 15, 3, 0, 0, so, len(shstr), 0, 0, 1, 0)
+put('fuzz_elf_notes', 'usdt_50000', eh + notes + so_pad + shdrs)
+put('fuzz_marker_spec', 'spec_1mb', b'/bin/' + b'a' * (1 << 20) + b':f,/bin/b:' + b'g' * 1000)
+put('fuzz_stack_tree', 'random_1mb', r.randbytes(1 << 20))
+put('fuzz_json_sink', 'random_1mb', r.randbytes(1 << 20))
+PY
+}
+
+crashes_total=0
+declare -a rows
+run_target() {
+  local t=$1 bin=$out/$1 art=$out/artifacts/$1 log=$out/logs/$1.log
+  local -a args=(-max_len="$(max_len "$t")" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
+                 -artifact_prefix="$art/")
+  mkdir -p "$art" "$out/logs"
+  rm -f "$art"/*
+  if [[ ! -x $bin ]]; then
+    echo "fuzz: $bin is not built (make fuzz-bin)" >&2
+    return 1
+  fi
+  local rc=0
+  # The large inputs, once each.
+  if compgen -G "$out/big/$t/*" >/dev/null; then
+    "$bin" -rss_limit_mb=2048 -timeout=30 -artifact_prefix="$art/" "$out/big/$t"/* >"$log.big" 2>&1 || rc=$?
+    [[ $rc -eq 0 ]] || echo "fuzz: $t FAILED on a generated large input (see $log.big)" >&2
+  fi
+  local corpus
+  case $mode in
+    smoke) corpus=$(mktemp -d "$out/smoke-$t.XXXXXX"); args+=(-max_total_time="${FUZZ_SMOKE_SECONDS:-10}") ;;
+    run)   corpus=$out/corpus/$t; args+=(-max_total_time="${FUZZ_SECONDS:-60}") ;;
+    bench) corpus=$out/corpus/$t; args+=(-runs="${FUZZ_BENCH_RUNS:-10000000}") ;;
+    *) echo "fuzz: unknown mode '$mode' (smoke, run, bench)" >&2; exit 2 ;;
+  esac
+  mkdir -p "$corpus"
+  if [[ $rc -eq 0 ]]; then
+    # New inputs go to the first folder; the checked-in seeds stay as they are.
+    "$bin" "${args[@]}" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
+  fi
+  local execs rate files bytes crashes
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" 2>/dev/null | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" 2>/dev/null | tail -1)
+  crashes=$(find "$art" -type f | wc -l)
+  [[ $rc -ne 0 && $crashes -eq 0 ]] && crashes=1  # failed without an artifact: count it
+  files=$(find "$corpus" -type f | wc -l)
+  bytes=$(du -sk --apparent-size "$corpus" | cut -f1)
+  [[ $mode == smoke ]] && rm -rf "$corpus"
+  if [[ $rc -ne 0 ]]; then
+    echo "fuzz: $t FAILED (exit $rc): $(grep -m1 -E 'ERROR|SUMMARY|runtime error' "$log" "$log.big" 2>/dev/null)" >&2
+    echo "fuzz: inputs in $art/, log in $log" >&2
+  else
+    echo "fuzz: $t ok: ${execs:-?} executions, ${rate:-?}/s" >&2
+  fi
+  crashes_total=$((crashes_total + crashes))
+  rows+=("| $t | ${execs:-0} | ${rate:-0} | $crashes | $files files, ${bytes} KB |")
+}
+
+mkdir -p "$out"
+gen_big
+for t in "${targets[@]}"; do run_target "$t"; done
+
+table="| target | executions | exec/s | crashes | corpus |
+|---|---:|---:|---:|---|"
+for r in "${rows[@]}"; do table+=$'\n'"$r"; done
+echo "$table"
+[[ -n ${FUZZ_TABLE:-} ]] && echo "$table" > "$FUZZ_TABLE"
+[[ $crashes_total -eq 0 ]]

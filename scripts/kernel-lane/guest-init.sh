@@ -1,0 +1,277 @@
+#!/bin/sh
+# jankbpf kernel lane, guest side: runs as /init of the lane's initramfs
+# (scripts/kernel-lane/lane.py builds it). Mounts the pseudo filesystems,
+# runs the scenarios /lane/config names, and writes everything the host
+# asserts on to the console between markers:
+#   @@LANE BEGIN <scenario>/<item>
+#   ...file contents...
+#   @@LANE END <scenario>/<item> rc=<N>
+# then powers off. It judges nothing: the host does (tests/kernels).
+#
+# /lane/config (written by the host) sets LANE_ARCH, LANE_LIBDIR,
+# LANE_SCENARIOS ("name:kind:watchdog ..."), LANE_ATTACH_TIMEOUT (s).
+
+/bin/busybox --install -s
+export PATH=/lane/bin:/usr/sbin:/usr/bin:/sbin:/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mount -t tmpfs tmpfs /tmp
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t debugfs debugfs /sys/kernel/debug
+exec </dev/console >/dev/console 2>&1
+
+. /lane/config
+export LD_LIBRARY_PATH=$LANE_LIBDIR
+
+say() { echo "@@LANE $*"; }
+now() { cut -d' ' -f1 /proc/uptime; }
+
+# section NAME RC [FILE...]: a file's contents between markers.
+section() {
+	local name=$1 rc=$2
+	shift 2
+	echo "@@LANE BEGIN $name"
+	[ $# -gt 0 ] && cat "$@" 2>&1
+	echo
+	echo "@@LANE END $name rc=$rc"
+}
+
+# start_jankbpf DIR ARGS...: runs jankbpf in the background (JB is its
+# pid) and waits for its "attached" line on stderr. Returns 0 when
+# attached, 1 when it exited first, 2 on timeout.
+start_jankbpf() {
+	local d=$1 t0 n
+	shift
+	echo "$*" > "$d/args"
+	t0=$(now)
+	jankbpf "$@" > "$d/records" 2> "$d/stderr" &
+	JB=$!
+	n=0
+	while ! grep -q attached "$d/stderr"; do
+		kill -0 "$JB" 2>/dev/null || return 1
+		n=$((n + 1))
+		[ "$n" -ge $((LANE_ATTACH_TIMEOUT * 10)) ] && return 2
+		sleep 0.1
+	done
+	echo "start $t0 attached $(now)" > "$d/attach"
+	return 0
+}
+
+# wait_exit DIR SECONDS [SIGNAL]: sends SIGNAL (if given) to JB and waits
+# up to SECONDS for it to exit; then SIGKILL. Leaves its status in DIR/exit.
+wait_exit() {
+	local d=$1 limit=$2 t0 n how rc
+	[ -n "$3" ] && kill "-$3" "$JB" 2>/dev/null
+	t0=$(now)
+	n=0
+	how=exited
+	while kill -0 "$JB" 2>/dev/null; do
+		n=$((n + 1))
+		if [ "$n" -ge $((limit * 10)) ]; then
+			how=killed-after-timeout
+			kill -9 "$JB"
+			break
+		fi
+		sleep 0.1
+	done
+	wait "$JB"
+	rc=$?
+	echo "$how rc=$rc from $t0 to $(now)" > "$d/exit"
+	return $rc
+}
+
+# What is left in the kernel once jankbpf is gone: programs are freed after
+# an RCU grace period, so allow a few seconds for jb_* to disappear.
+after_exit() {
+	local d=$1 n=0
+	while bpftool prog list 2>/dev/null | grep -q ' name jb_'; do
+		n=$((n + 1))
+		[ "$n" -ge 100 ] && break
+		sleep 0.1
+	done
+	bpftool prog list > "$d/bpftool-after" 2>&1
+	echo $? > "$d/bpftool-after.rc"
+	ls /sys/kernel/tracing/instances > "$d/instances-after" 2>&1
+}
+
+while_attached() {
+	local d=$1
+	bpftool prog list > "$d/bpftool-during" 2>&1
+	echo $? > "$d/bpftool-during.rc"
+	ls /sys/kernel/tracing/instances > "$d/instances-during" 2>&1
+}
+
+# run_target DIR NAME CMD...: a target, its output and exit status kept.
+run_target() {
+	local d=$1 tname=$2
+	shift 2
+	"$@" > "$d/target-$tname" 2>&1
+	echo $? > "$d/target-$tname.rc"
+}
+
+emit() {
+	local name=$1 d=$2 f trc
+	for f in args attach targets exit records stderr bpftool-during instances-during \
+		bpftool-after instances-after; do
+		[ -e "$d/$f" ] && section "$name/$f" "$(cat "$d/$f.rc" 2>/dev/null || echo 0)" "$d/$f"
+	done
+	for f in "$d"/target-*; do
+		case $f in *.rc | *'*') continue ;; esac
+		section "$name/${f##*/}" "$(cat "$f.rc" 2>/dev/null)" "$f"
+	done
+	for f in "$d"/logs/stack-*.txt; do
+		[ -e "$f" ] && section "$name/stacklog/${f##*/}" 0 "$f"
+	done
+	for f in "$d"/logs/trace-*.dat; do
+		[ -e "$f" ] || continue
+		# The report is large: keep its sched_switch lines (capped) and
+		# how many there were.
+		trace-cmd report -i "$f" > "$d/report" 2> "$d/report.err"
+		trc=$?
+		grep -c 'sched_switch:' "$d/report" > "$d/report.count"
+		# The targets' own switches first (on a busy guest the first 300
+		# lines may all be other tasks'), then the first lines of all.
+		{ grep 'sched_switch:' "$d/report" | grep -E 'comm=(stack_loop|jank_target)' | head -n 200
+		  grep 'sched_switch:' "$d/report" | head -n 100; } > "$d/report.switches"
+		section "$name/trace/${f##*/}" "$trc" "$d/report.count" "$d/report.err" "$d/report.switches"
+	done
+}
+
+# watchdog_args WD[+OPT...]: sets WD_ARGS for a scenario's watchdog: auto
+# (jankbpf's default, no flag), timer, scan; options: v (-v), tp/tramp
+# (--hooks tracepoint/trampoline), nostacks (--log-type 2), notrace
+# (--log-type 1).
+watchdog_args() {
+	local wd=${1%%+*} opts=${1#*+} o
+	WD_ARGS=
+	[ "$wd" != auto ] && WD_ARGS="--watchdog $wd"
+	[ "$opts" = "$1" ] && return
+	for o in $(echo "$opts" | tr + ' '); do
+		case $o in
+		v) WD_ARGS="$WD_ARGS -v" ;;
+		tp) WD_ARGS="$WD_ARGS --hooks tracepoint" ;;
+		tramp) WD_ARGS="$WD_ARGS --hooks trampoline" ;;
+		nostacks) WD_ARGS="$WD_ARGS --log-type 2" ;;
+		notrace) WD_ARGS="$WD_ARGS --log-type 1" ;;
+		esac
+	done
+}
+
+# main: CPU tasks, a pipe block woken by jt-waker, a stuck 3.5 s task, a
+# trace past 450 ms (stack_loop), a 300 ms nanosleep (jank_target); ends
+# with SIGINT.
+scenario_main() {
+	local name=$1 wd=$2 d=/tmp/lane/$1
+	mkdir -p "$d/logs"
+	set -- --ignore-startup-time 3 --dev --report-times-per-app 3 --log-dir "$d/logs"
+	watchdog_args "$wd"
+	if start_jankbpf "$d" "$@" $WD_ARGS; then
+		while_attached "$d"
+		run_target "$d" stack_loop stack_loop 3.3 deep:400 deep:400 block:300 deep:3500
+		run_target "$d" jank_target jank_target --start-delay 3.3 --script sleep:300
+		[ -x /lane/bin/stack_loop_pac ] &&
+			run_target "$d" stack_loop_pac stack_loop_pac 3.3 deep:400 deep:400
+		sleep 4 # the trace is saved 3 s after its trigger
+		wait_exit "$d" 60 INT
+	else
+		echo "not attached (status $?)" > "$d/attach"
+		wait_exit "$d" 5 KILL
+	fi
+	after_exit "$d"
+	emit "$name" "$d"
+}
+
+# markers: a uprobe pair on one copy of marker_loop, a USDT pair on
+# another (separate files, so the probes do not nest); ends by --duration.
+scenario_markers() {
+	local name=$1 wd=$2 d=/tmp/lane/$1
+	local up=/lane/bin/marker_loop_uprobe us=/lane/bin/marker_loop_usdt
+	mkdir -p "$d/logs"
+	set -- --ignore-startup-time 3 --log-type 1 --log-dir "$d/logs" --duration 24 \
+		--marker "$up:mark_begin,$up:mark_end" --marker "$us:mloop:begin,$us:mloop:end"
+	watchdog_args "$wd"
+	if start_jankbpf "$d" "$@" $WD_ARGS; then
+		while_attached "$d"
+		run_target "$d" marker_loop_uprobe marker_loop_uprobe --start-delay 3.3 \
+			a:spin:5,slow:spin:300,b:spin:5 g:sleep:250
+		run_target "$d" marker_loop_usdt marker_loop_usdt --start-delay 3.3 \
+			a:spin:5,slow:spin:300,b:spin:5 g:sleep:250
+		echo "done $(now)" > "$d/targets"
+		wait_exit "$d" 90
+	else
+		echo "not attached (status $?)" > "$d/attach"
+		wait_exit "$d" 5 KILL
+	fi
+	after_exit "$d"
+	emit "$name" "$d"
+}
+
+# tax: ns per getppid() in a process jankbpf never watches (it never waits),
+# without jankbpf and with it attached system-wide; A B A, each the best of
+# 5 loops of 200,000 calls. What the waits' hooks cost everyone else.
+scenario_tax() {
+	local name=$1 wd=$2 d=/tmp/lane/$1
+	mkdir -p "$d/logs"
+	getppid 200000 5 > "$d/target-before" 2>&1
+	echo $? > "$d/target-before.rc"
+	watchdog_args "$wd"
+	if start_jankbpf "$d" --log-type 1 --log-dir "$d/logs" $WD_ARGS; then
+		getppid 200000 5 > "$d/target-during" 2>&1
+		echo $? > "$d/target-during.rc"
+		wait_exit "$d" 60 INT
+	else
+		echo "not attached (status $?)" > "$d/attach"
+		wait_exit "$d" 5 KILL
+	fi
+	getppid 200000 5 > "$d/target-after" 2>&1
+	echo $? > "$d/target-after.rc"
+	emit "$name" "$d"
+}
+
+# churn: start and stop jankbpf 20 times in a row (attach and detach patch
+# kernel text: static keys, trampolines), for lockup hunting.
+scenario_churn() {
+	local name=$1 wd=$2 d=/tmp/lane/$1 i
+	mkdir -p "$d/logs"
+	watchdog_args "$wd"
+	for i in $(seq 1 20); do
+		say "CHURN $name $i $(now)"
+		jankbpf --log-type 1 --log-dir "$d/logs" --duration 0.3 $WD_ARGS > /dev/null 2>> "$d/stderr"
+		echo "run $i rc=$?" >> "$d/targets"
+	done
+	echo "exited rc=0" > "$d/exit"
+	emit "$name" "$d"
+}
+
+# The lane's own tools: trace-cmd records and reports, bpftool runs.
+tools_check() {
+	local d=/tmp/lane/tools rc
+	mkdir -p "$d"
+	bpftool version > "$d/bpftool" 2>&1
+	section tools/bpftool $? "$d/bpftool"
+	(
+		cd "$d" && trace-cmd record -o t.dat -e sched:sched_switch sleep 1 &&
+			trace-cmd report -i t.dat > report
+	) > "$d/trace-cmd" 2>&1
+	rc=$?
+	echo "sched_switch lines: $(grep -c 'sched_switch:' "$d/report" 2>/dev/null)" >> "$d/trace-cmd"
+	section tools/trace-cmd $rc "$d/trace-cmd"
+	rm -rf "$d"
+}
+
+say "GUEST $(uname -r) $(uname -m) cpus=$(grep -c ^processor /proc/cpuinfo)"
+say "FEATURES $(grep -m1 -E '^(flags|Features)' /proc/cpuinfo)"
+tools_check
+for s in $LANE_SCENARIOS; do
+	sname=${s%%:*} rest=${s#*:}
+	kind=${rest%%:*} wd=${rest#*:}
+	say "START $sname $(now)"
+	"scenario_$kind" "$sname" "$wd"
+	say "STOP $sname $(now)"
+done
+dmesg > /tmp/dmesg
+section dmesg 0 /tmp/dmesg
+say "DONE $(now)"
+sync
+poweroff -f

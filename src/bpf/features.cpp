@@ -1,0 +1,171 @@
+#include "bpf/features.h"
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <linux/perf_event.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "util/log.h"
+
+namespace jankbpf {
+
+void FeatureSet::set(const std::string& name, bool ok, std::string detail, std::string fallback) {
+  for (auto& f : items_) {
+    if (f.name == name) {
+      f = {name, ok, std::move(detail), std::move(fallback)};
+      return;
+    }
+  }
+  items_.push_back({name, ok, std::move(detail), std::move(fallback)});
+}
+
+const Feature* FeatureSet::find(const std::string& name) const {
+  for (const auto& f : items_)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+bool FeatureSet::ok(const std::string& name) const {
+  const Feature* f = find(name);
+  return f && f->ok;
+}
+
+std::vector<std::string> FeatureSet::missing() const {
+  std::vector<std::string> out;
+  for (const auto& f : items_)
+    if (!f.ok) out.push_back(f.name);
+  return out;
+}
+
+std::string FeatureSet::table() const {
+  size_t width = 0;
+  for (const auto& f : items_) width = std::max(width, f.name.size());
+  std::string out;
+  for (const auto& f : items_) {
+    out += f.name;
+    out.append(width + 2 - f.name.size(), ' ');
+    out += f.ok ? "yes  " : "NO   ";
+    out += f.detail;
+    if (!f.ok && !f.fallback.empty()) out += "; instead: " + f.fallback;
+    out += '\n';
+  }
+  return out;
+}
+
+void FeatureSet::warn_missing() const {
+  for (const auto& f : items_) {
+    if (f.ok) continue;
+    log::warn("%s not available on this kernel (%s)%s%s", f.name.c_str(), f.detail.c_str(),
+              f.fallback.empty() ? "" : "; using ", f.fallback.c_str());
+  }
+}
+
+bool disabled_by_env(const char* name) {
+  const char* env = getenv("JANKBPF_DISABLE");
+  if (!env) return false;
+  std::string list = std::string(",") + env + ",";
+  return list.find(std::string(",") + name + ",") != std::string::npos;
+}
+
+namespace probe {
+
+bool trampoline(const btf* vmlinux, const std::string& function, std::string* detail) {
+  if (!vmlinux) {
+    *detail = "cannot read the kernel's BTF";
+    return false;
+  }
+  int id = btf__find_by_name_kind(vmlinux, function.c_str(), BTF_KIND_FUNC);
+  if (id <= 0) {
+    *detail = function + " is not in the kernel's BTF";
+    return false;
+  }
+  // return 0: the smallest program a trampoline can run.
+  const bpf_insn insns[] = {
+      {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .src_reg = 0, .off = 0, .imm = 0},
+      {.code = BPF_JMP | BPF_EXIT, .dst_reg = 0, .src_reg = 0, .off = 0, .imm = 0},
+  };
+  LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_TRACE_FENTRY,
+              .attach_btf_id = static_cast<__u32>(id));
+  int prog = bpf_prog_load(BPF_PROG_TYPE_TRACING, "jb_probe_fentry", "GPL", insns, 2, &opts);
+  if (prog < 0) {
+    *detail = "loading an fentry program on " + function + ": " + strerror(errno);
+    return false;
+  }
+  int link = bpf_raw_tracepoint_open(nullptr, prog);
+  int err = errno;
+  close(prog);
+  if (link < 0) {
+    *detail = "attaching an fentry program to " + function + ": " + strerror(err);
+    return false;
+  }
+  close(link);
+  *detail = "fentry/fexit attach to the syscalls' kernel functions";
+  return true;
+}
+
+bool perf_user_stacks(uint64_t regs_mask, uint32_t stack_bytes, std::string* detail) {
+  if (disabled_by_env("perf_sampling")) {
+    *detail = "perf_sampling disabled by JANKBPF_DISABLE";
+    return false;
+  }
+  perf_event_attr attr{};
+  attr.size = sizeof attr;
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_CPU_CLOCK;
+  attr.sample_period = 10'000'000;
+  attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER |
+                     PERF_SAMPLE_STACK_USER | PERF_SAMPLE_CALLCHAIN;
+  attr.sample_regs_user = regs_mask;
+  attr.sample_stack_user = stack_bytes;
+  attr.exclude_callchain_user = 1;
+  attr.disabled = 1;
+  int err = ENODEV;
+  for (int cpu = 0; cpu < 4096; cpu++) {
+    int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd >= 0) {
+      close(fd);
+      *detail = "cpu-clock events with user registers and a " + std::to_string(stack_bytes) +
+                "-byte user stack copy";
+      return true;
+    }
+    err = errno;
+    if (err != ENODEV) break;  // ENODEV: an offline CPU, try the next
+  }
+  *detail = std::string("perf_event_open with user registers and stack: ") + strerror(err);
+  return false;
+}
+
+bool uprobes(std::string* detail) {
+  struct stat st{};
+  bool ok = stat("/sys/bus/event_source/devices/uprobe/type", &st) == 0;
+  *detail = ok ? "the uprobe PMU is registered" : "no uprobe PMU (CONFIG_UPROBE_EVENTS)";
+  return ok;
+}
+
+bool trace_cmd(std::string* detail) {
+  const char* path = getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string candidate = dirs.substr(start, end - start) + "/trace-cmd";
+    if (end > start && access(candidate.c_str(), X_OK) == 0) {
+      *detail = candidate;
+      return true;
+    }
+    start = end + 1;
+  }
+  *detail = "trace-cmd is not on PATH";
+  return false;
+}
+
+}  // namespace probe
+}  // namespace jankbpf

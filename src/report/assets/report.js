@@ -1,0 +1,347 @@
+// jankbpf's HTML report: everything is drawn here, lazily, from the JSON in
+// #jb-data. Strings from the watched processes (names, paths, symbols) only
+// ever reach the page through textContent and setAttribute, never as markup.
+"use strict";
+(function () {
+  const D = JSON.parse(document.getElementById("jb-data").textContent);
+  const SVGNS = "http://www.w3.org/2000/svg";
+  const STATES = ["running", "runnable", "sleeping", "blocked_io"];
+
+  function el(tag, attrs, text) {
+    const e = document.createElement(tag);
+    for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = String(text);
+    return e;
+  }
+  function sv(tag, attrs, text) {
+    const e = document.createElementNS(SVGNS, tag);
+    for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = String(text);
+    return e;
+  }
+  function ms(v) { return (v >= 100 ? v.toFixed(0) : v.toFixed(1)) + " ms"; }
+  function clock(t) { const d = new Date(t); return d.toLocaleTimeString() + "." + String(d.getMilliseconds()).padStart(3, "0"); }
+  function fileLink(path) {
+    // Only ever a file: URL of the path, whatever the path says.
+    const a = el("a", { href: "file://" + encodeURI(path).replace(/#/g, "%23").replace(/\?/g, "%3F") }, path);
+    return a;
+  }
+
+  // ---- summary --------------------------------------------------------
+  const tasks = D.tasks;
+  const procs = new Map();  // pid|name -> {label, tasks: [index]}
+  tasks.forEach((t, i) => {
+    const key = t.pid + "|" + t.proc;
+    if (!procs.has(key)) procs.set(key, { label: t.proc + " (pid " + t.pid + ")", pid: t.pid, tasks: [] });
+    procs.get(key).tasks.push(i);
+  });
+  (function summary() {
+    const s = document.getElementById("jb-summary");
+    const janks = tasks.filter(t => t.kind === "jank").length;
+    const stat = (k, v) => s.appendChild(el("span", { class: "stat" }, k + ": " + v));
+    stat("janks", janks);
+    stat("hangs", tasks.length - janks);
+    stat("processes", procs.size);
+    if (D.summary) stat("run", D.summary.elapsed_s.toFixed(1) + " s, " + D.summary.tasks_checked + " tasks checked");
+    if (D.dropped) stat("not kept", D.dropped);
+    stat(D.final ? "written at exit" : "updated", new Date(D.generated).toLocaleString());
+  })();
+
+  // ---- flame graph ----------------------------------------------------
+  // stacks: [[stackIndex, count], ...]. Icicle layout, root on top; on-CPU
+  // frames warm, off-CPU (sleeping, blocked, runnable) blue, mixed purple.
+  function buildTree(samples) {
+    const root = { name: "all", kids: new Map(), on: 0, off: 0 };
+    for (const [si, n] of samples) {
+      const st = D.stacks[si];
+      const off = st[0] !== 0;
+      let node = root;
+      const add = (x) => { if (off) x.off += n; else x.on += n; };
+      add(root);
+      const names = st.slice(1).map(f => D.frames[f][0]);
+      if (off) names.push("[off-CPU: " + ({ S: "sleeping", D: "blocked_io", R: "runnable" }[st[0]] || st[0]) + "]");
+      for (const name of names) {
+        let k = node.kids.get(name);
+        if (!k) { k = { name, kids: new Map(), on: 0, off: 0, parent: node }; node.kids.set(name, k); }
+        add(k);
+        node = k;
+      }
+    }
+    return root;
+  }
+  function hashHue(s, lo, span) {
+    let h = 0;
+    for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) >>> 0;
+    return lo + (h % span);
+  }
+  function color(n) {
+    const tot = n.on + n.off;
+    if (n.off === 0) return "hsl(" + hashHue(n.name, 10, 40) + ",80%,62%)";
+    if (n.on === 0) return "hsl(" + hashHue(n.name, 195, 30) + ",60%,66%)";
+    return "hsl(275," + Math.round(30 + 40 * n.off / tot) + "%,70%)";
+  }
+
+  function flameGraph(container, samples, title) {
+    const box = el("div", { class: "fg" });
+    const bar = el("div", { class: "fg-bar" });
+    const search = el("input", { type: "search", placeholder: "search functions (substring)", class: "fg-search" });
+    const reset = el("button", { type: "button" }, "reset zoom");
+    const info = el("span", { class: "muted" });
+    bar.append(el("b", {}, title + " "), search, " ", reset, " ", info);
+    const legend = el("span", { class: "legend" });
+    [["on-CPU", "hsl(30,80%,62%)"], ["off-CPU", "hsl(210,60%,66%)"], ["both", "hsl(275,50%,70%)"]].forEach(([k, c]) => {
+      const sw = el("span"); sw.style.background = c; legend.append(sw, k);
+    });
+    bar.append(legend);
+    box.append(bar);
+    container.append(box);
+    const root = buildTree(samples);
+    const total = root.on + root.off;
+    if (!total) { box.append(el("div", { class: "muted" }, "no stack samples")); return; }
+    let focus = root;
+    const ROW = 17;
+    function draw() {
+      const old = box.querySelector("svg");
+      if (old) old.remove();
+      const W = Math.max(Math.floor(box.getBoundingClientRect().width) || 0, 600);
+      const rows = [];
+      // Ancestors of the focus stay visible as full-width bars.
+      const chain = [];
+      for (let a = focus; a; a = a.parent) chain.unshift(a);
+      chain.forEach((n, d) => rows.push({ n, d, x: 0, w: W }));
+      const base = chain.length - 1;
+      const ftot = focus.on + focus.off;
+      (function lay(n, x, d) {
+        let cx = x;
+        const kids = [...n.kids.values()].sort((a, b) => (b.on + b.off) - (a.on + a.off));
+        for (const k of kids) {
+          const w = (k.on + k.off) / ftot * W;
+          if (w >= 0.5) { rows.push({ n: k, d, x: cx, w }); lay(k, cx, d + 1); }
+          cx += w;
+        }
+      })(focus, 0, base + 1);
+      const depth = rows.reduce((m, r) => Math.max(m, r.d), 0) + 1;
+      const svg = sv("svg", { width: W, height: depth * ROW, viewBox: "0 0 " + W + " " + depth * ROW, class: "flamegraph" });
+      const q = search.value.toLowerCase();
+      let matched = 0;
+      for (const r of rows) {
+        const n = r.n;
+        const g = sv("g", { class: "fg-frame" });
+        const c = n.on + n.off;
+        const isMatch = q && n.name.toLowerCase().includes(q);
+        if (isMatch) { g.classList.add("match"); }
+        if (r.d < base) g.classList.add("dim");
+        g.appendChild(sv("rect", { x: r.x.toFixed(1), y: r.d * ROW, width: Math.max(r.w - 0.5, 0.5).toFixed(1), height: ROW - 1, fill: color(n), "data-name": n.name }));
+        g.appendChild(sv("title", {}, n.name + " — " + c + " sample" + (c > 1 ? "s" : "") + " (" + (100 * c / total).toFixed(1) + "%)" +
+          (n.off ? ", " + n.off + " off-CPU" : "")));
+        if (r.w > 28) {
+          const chars = Math.floor((r.w - 6) / 6.6);
+          const label = n.name.length > chars ? n.name.slice(0, Math.max(chars - 1, 1)) + "…" : n.name;
+          g.appendChild(sv("text", { x: (r.x + 3).toFixed(1), y: r.d * ROW + 12 }, label));
+        }
+        g.addEventListener("click", () => { focus = n; draw(); });
+        svg.appendChild(g);
+      }
+      if (q) {
+        // Samples under a matching frame, counted once per stack.
+        (function count(n) { if (n.name.toLowerCase().includes(q) && n !== root) { matched += n.on + n.off; return; } n.kids.forEach(count); })(root);
+        info.textContent = "matched " + (100 * matched / total).toFixed(1) + "% of " + total + " samples";
+      } else {
+        info.textContent = total + " samples" + (root.off ? " (" + root.off + " off-CPU)" : "");
+      }
+      box.appendChild(svg);
+    }
+    search.addEventListener("input", draw);
+    reset.addEventListener("click", () => { focus = root; draw(); });
+    draw();
+  }
+
+  // ---- one jank's details --------------------------------------------
+  function stateBar(t) {
+    const b = el("span", { class: "statebar", title: STATES.map((s, i) => s + " " + ms(t.state[i])).join(", ") });
+    const tot = t.state.reduce((a, b) => a + b, 0) || 1;
+    STATES.forEach((s, i) => {
+      const p = el("span", { class: "st-" + s });
+      p.style.width = (100 * t.state[i] / tot) + "%";
+      b.appendChild(p);
+    });
+    return b;
+  }
+  function kv(parent, k, v) {
+    if (v === undefined || v === null || v === "") return;
+    const d = el("div", { class: "kv" });
+    d.append(el("b", {}, k), typeof v === "object" ? v : document.createTextNode(String(v)));
+    parent.appendChild(d);
+  }
+  function details(td, t, index) {
+    kv(td, "task", (t.kind === "hang" ? "hang" : "jank") + " #" + t.seq + " of " + t.thread + " (tid " + t.tid + "), " + t.exe);
+    kv(td, "began", clock(t.begin) + "  (monotonic " + t.mono + " ns)");
+    kv(td, "duration", ms(t.dur) + " (threshold " + t.thr + " ms)");
+    const st = el("span");
+    st.append(stateBar(t), " " + STATES.map((s, i) => s + " " + ms(t.state[i])).join(", "));
+    kv(td, "state", st);
+    kv(td, "delivery", ms(t.delivery));
+    kv(td, "wait syscall", t.wait);
+    kv(td, "boundary", t.boundary);
+    kv(td, "runnable name", t.runnable);
+    if (t.suppressed) kv(td, "no new log", t.suppressed);
+    if (t.logs.length) {
+      const s = el("span");
+      t.logs.forEach((p, i) => { if (i) s.append(", "); s.append(fileLink(p)); });
+      kv(td, "logs", s);
+    }
+    flameGraph(td, t.samples, "flame graph of this " + t.kind);
+    if (t.off.length) {
+      td.appendChild(el("div", { class: "kv" }, "Off-CPU, longest first, and who woke the thread:"));
+      const tb = el("table", { class: "offcpu" });
+      const hr = el("tr");
+      ["state", "duration", "kernel stack", "waker", "waker's stacks"].forEach(h => hr.appendChild(el("th", {}, h)));
+      tb.appendChild(hr);
+      for (const o of t.off) {
+        const tr = el("tr");
+        tr.append(el("td", {}, o.state), el("td", {}, o.dur ? ms(o.dur) : "not woken"),
+          el("td", { class: "stack" }, o.kstack.slice(0, 8).join("\n")),
+          el("td", {}, o.waker ? o.waker.comm + " (pid " + o.waker.pid + ", tid " + o.waker.tid + ")" : "—"),
+          el("td", { class: "stack" }, o.waker ? o.waker.ustack.slice(0, 6).concat(o.waker.kstack.slice(0, 4)).join("\n") : ""));
+        tb.appendChild(tr);
+      }
+      td.appendChild(tb);
+    }
+  }
+
+  // ---- processes: aggregate flame graph and the jank table -----------
+  const rowOf = new Map();  // task index -> {tr, open()}
+  function processSection(p, open) {
+    const d = el("details", { class: "proc", "data-pid": p.pid });
+    const janks = p.tasks.filter(i => tasks[i].kind === "jank").length;
+    d.appendChild(el("summary", {}, p.label + " — " + janks + " jank" + (janks === 1 ? "" : "s") + ", " + (p.tasks.length - janks) + " hang(s)"));
+    let filled = false;
+    function fill() {
+      if (filled) return;
+      filled = true;
+      const all = [];
+      const merged = new Map();
+      for (const i of p.tasks) {
+        const t = tasks[i];
+        if (t.kind === "hang" && t.has_jank) continue;  // its samples come again with the jank
+        for (const [s, n] of t.samples) merged.set(s, (merged.get(s) || 0) + n);
+      }
+      merged.forEach((n, s) => all.push([s, n]));
+      flameGraph(d, all, "all janks of " + p.label);
+      const tb = el("table", { class: "janks" });
+      const hr = el("tr");
+      ["began", "thread", "kind", "duration", "state", "delivery", "wait", "runnable", "samples"].forEach(h => hr.appendChild(el("th", {}, h)));
+      tb.appendChild(hr);
+      d.appendChild(tb);
+      const PAGE = 200;
+      let shown = 0;
+      const more = el("button", { type: "button", class: "more" });
+      function page() {
+        for (const i of p.tasks.slice(shown, shown + PAGE)) addRow(tb, i);
+        shown = Math.min(shown + PAGE, p.tasks.length);
+        more.textContent = "show more (" + (p.tasks.length - shown) + " left)";
+        more.style.display = shown < p.tasks.length ? "" : "none";
+      }
+      more.addEventListener("click", page);
+      d.appendChild(more);
+      page();
+    }
+    d.addEventListener("toggle", () => { if (d.open) fill(); });
+    d.fill = fill;
+    d.open = open;
+    if (open) fill();
+    return d;
+  }
+  function addRow(tb, i) {
+    const t = tasks[i];
+    const tr = el("tr", { class: "row", id: "task-" + i });
+    const st = el("td");
+    st.appendChild(stateBar(t));
+    tr.append(el("td", {}, clock(t.begin)), el("td", {}, t.thread + " (" + t.tid + ")"), el("td", {}, t.kind),
+      el("td", {}, ms(t.dur)), st, el("td", {}, ms(t.delivery)), el("td", {}, t.wait), el("td", {}, t.runnable || ""),
+      el("td", {}, t.nsamples));
+    tb.appendChild(tr);
+    let detailRow = null;
+    function toggle(force) {
+      if (detailRow && force !== true) { detailRow.remove(); detailRow = null; tr.classList.remove("sel"); return; }
+      if (detailRow) return;
+      detailRow = el("tr", { class: "detail-row" });
+      const td = el("td", { colspan: 9, class: "detail" });
+      detailRow.appendChild(td);
+      tr.after(detailRow);
+      tr.classList.add("sel");
+      details(td, t, i);
+    }
+    tr.addEventListener("click", () => toggle());
+    rowOf.set(i, { tr, open: () => toggle(true) });
+  }
+  const sections = new Map();
+  const list = document.getElementById("jb-processes");
+  let first = true;
+  const openAll = location.hash === "#all";
+  procs.forEach((p, key) => {
+    const open = first || openAll;
+    const s = processSection(p, false);
+    first = false;
+    sections.set(key, s);
+    list.appendChild(s);
+    if (open) { s.open = true; s.fill(); }  // drawn once in the page, so it has a width
+  });
+  if (!tasks.length) list.appendChild(el("p", { class: "muted" }, "No janks yet."));
+
+  function openTask(i) {
+    const t = tasks[i];
+    const s = sections.get(t.pid + "|" + t.proc);
+    if (!s) return;
+    s.open = true;
+    s.fill();
+    // Its row may be on a later page.
+    while (!rowOf.has(i)) { const b = s.querySelector("button.more"); if (!b || b.style.display === "none") break; b.click(); }
+    const r = rowOf.get(i);
+    if (r) { r.open(); r.tr.scrollIntoView({ block: "center" }); }
+  }
+
+  // ---- timeline -------------------------------------------------------
+  (function timeline() {
+    const box = document.getElementById("jb-timeline");
+    if (!tasks.length) { box.appendChild(el("p", { class: "muted" }, "Nothing to show.")); return; }
+    const lanes = [];
+    const laneOf = new Map();
+    procs.forEach(p => {
+      for (const i of p.tasks) {
+        const t = tasks[i];
+        const k = t.pid + "/" + t.tid;
+        if (!laneOf.has(k)) { laneOf.set(k, lanes.length); lanes.push(p.label + " · " + t.thread + " (" + t.tid + ")"); }
+      }
+    });
+    let t0 = Infinity, t1 = -Infinity;
+    for (const t of tasks) { t0 = Math.min(t0, t.begin); t1 = Math.max(t1, t.begin + t.dur); }
+    const pad = Math.max((t1 - t0) * 0.02, 50);
+    t0 -= pad; t1 += pad;
+    const LABEL = 260, W = Math.max(box.clientWidth || 0, 900), LH = 22, H = lanes.length * LH + 24;
+    const svg = sv("svg", { width: W, height: H, class: "timeline" });
+    const x = (t) => LABEL + (t - t0) / (t1 - t0) * (W - LABEL - 10);
+    for (let k = 0; k <= 6; k++) {
+      const t = t0 + (t1 - t0) * k / 6;
+      svg.appendChild(sv("text", { x: x(t), y: H - 6, class: "tl-axis", "text-anchor": "middle" }, clock(t)));
+      svg.appendChild(sv("line", { x1: x(t), x2: x(t), y1: 0, y2: H - 18, stroke: "#e5e5e5" }));
+    }
+    lanes.forEach((name, l) => {
+      const label = name.length > 42 ? name.slice(0, 41) + "…" : name;
+      svg.appendChild(sv("text", { x: 4, y: l * LH + 15, class: "tl-label" }, label));
+    });
+    tasks.forEach((t, i) => {
+      const l = laneOf.get(t.pid + "/" + t.tid);
+      const r = sv("rect", { x: x(t.begin).toFixed(1), y: l * LH + 4, height: LH - 8,
+        width: Math.max(x(t.begin + t.dur) - x(t.begin), 2).toFixed(1), class: t.kind === "hang" ? "tl-hang" : "tl-jank", "data-task": i });
+      r.appendChild(sv("title", {}, t.kind + " " + ms(t.dur) + " · " + t.proc + " · " + t.thread + " · " + clock(t.begin) + (t.runnable ? " · " + t.runnable : "")));
+      r.addEventListener("click", () => openTask(i));
+      svg.appendChild(r);
+    });
+    box.appendChild(svg);
+  })();
+
+  const m = /^#jank=(\d+)$/.exec(location.hash);
+  if (m && tasks[+m[1]]) openTask(+m[1]);
+  if (openAll) tasks.forEach((t, i) => openTask(i));
+})();

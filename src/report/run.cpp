@@ -1,0 +1,46 @@
+#include "report/run.h"
+
+namespace jankbpf::report {
+
+uint32_t StackTable::intern_frame(const SampledFrame& f) {
+  std::string key = f.name + '\x1f' + f.module;
+  auto [it, fresh] = frame_ids_.try_emplace(std::move(key), static_cast<uint32_t>(frames_.size()));
+  if (fresh) frames_.push_back(f);
+  return it->second;
+}
+
+uint32_t StackTable::intern(const SampledStack& s) {
+  Stack st;
+  st.wait_state = s.wait_state;
+  st.frames.reserve(s.frames.size());
+  std::string key(1, s.wait_state ? s.wait_state : '-');
+  for (const auto& f : s.frames) {
+    uint32_t id = intern_frame(f);
+    st.frames.push_back(id);
+    key.append(reinterpret_cast<const char*>(&id), sizeof id);
+  }
+  auto [it, fresh] = stack_ids_.try_emplace(std::move(key), static_cast<uint32_t>(stacks_.size()));
+  if (fresh) stacks_.push_back(std::move(st));
+  return it->second;
+}
+
+void Run::add(TaskRecord rec) {
+  if (tasks.size() >= kMaxTasks) {
+    tasks_dropped++;
+    return;
+  }
+  TaskEntry e;
+  e.samples.reserve(rec.sampled.size());
+  for (const auto& s : rec.sampled) e.samples.push_back({s.time_ns, table.intern(s), s.count});
+  rec.sampled.clear();
+  rec.sampled.shrink_to_fit();
+  e.rec = std::move(rec);
+  tasks.push_back(std::move(e));
+}
+
+std::string process_label(const TaskRecord& r) {
+  return (r.proc.bundle_name.empty() ? std::string("?") : r.proc.bundle_name) + " (pid " +
+         std::to_string(r.proc.pid) + ")";
+}
+
+}  // namespace jankbpf::report

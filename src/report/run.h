@@ -1,0 +1,61 @@
+// A run's records as the renderers (HTML, Perfetto, folded) read them:
+// tasks in arrival order with their samples, stacks interned once for the
+// whole run so a thousand janks of one process cost their samples, not a
+// thousand copies of the same frames.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/records.h"
+
+namespace jankbpf::report {
+
+class StackTable {
+ public:
+  struct Stack {
+    std::vector<uint32_t> frames;  // into frames(), root first
+    char wait_state = 0;           // 0 on-CPU, else the off-CPU state
+  };
+  uint32_t intern(const SampledStack& s);
+  const std::vector<SampledFrame>& frames() const { return frames_; }
+  const std::vector<Stack>& stacks() const { return stacks_; }
+
+ private:
+  uint32_t intern_frame(const SampledFrame& f);
+  std::vector<SampledFrame> frames_;
+  std::unordered_map<std::string, uint32_t> frame_ids_;
+  std::vector<Stack> stacks_;
+  std::unordered_map<std::string, uint32_t> stack_ids_;
+};
+
+struct Sample {
+  uint64_t time_ns = 0;  // CLOCK_MONOTONIC; 0 when rebuilt from a log
+  uint32_t stack = 0;    // into StackTable::stacks()
+  uint32_t count = 1;
+};
+
+struct TaskEntry {
+  TaskRecord rec;  // rec.sampled is moved into `samples`
+  std::vector<Sample> samples;
+};
+
+struct Run {
+  StackTable table;
+  std::vector<TaskEntry> tasks;
+  std::vector<ExitRecord> exits;
+  std::optional<SummaryRecord> summary;
+  uint64_t tasks_dropped = 0;  // not kept: over kMaxTasks
+
+  static constexpr size_t kMaxTasks = 20000;
+  void add(TaskRecord rec);
+};
+
+// "name (pid N)": the root frame of a process's folded stacks and the
+// title of its aggregate flame graph.
+std::string process_label(const TaskRecord& r);
+
+}  // namespace jankbpf::report

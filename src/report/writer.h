@@ -1,0 +1,38 @@
+// Renders a run into the files the user asked for (--report, --perfetto,
+// --folded, or `jankbpf report`) and replaces each atomically.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "report/folded.h"
+#include "report/run.h"
+#include "report/sched_trace.h"
+
+namespace jankbpf::report {
+
+struct ReportFiles {
+  std::string html, perfetto, folded;
+  FoldedBy folded_by = FoldedBy::Process;
+  bool any() const { return !html.empty() || !perfetto.empty() || !folded.empty(); }
+};
+
+class ReportWriter {
+ public:
+  explicit ReportWriter(ReportFiles files) : files_(std::move(files)) {}
+  // Before a run: every path can be written (directory exists, no symlink).
+  bool check(std::string* error) const;
+  // Writes every file. False with *error naming the first that failed (the
+  // others are still written).
+  bool write(const Run& run, bool final, std::string* error);
+  const ReportFiles& files() const { return files_; }
+
+ private:
+  std::vector<SchedEvent> sched_events(const Run& run);
+  ReportFiles files_;
+  // Converted traces by path and window: trace-cmd runs once per trace.
+  std::map<std::string, std::vector<SchedEvent>> sched_cache_;
+};
+
+}  // namespace jankbpf::report

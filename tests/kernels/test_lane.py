@@ -1,0 +1,377 @@
+"""Checks on what jankbpf did inside Debian 12's 6.1 kernels (x86_64 and
+arm64, under qemu): one boot per architecture (the `boot` fixture), the
+scenarios of scripts/kernel-lane/guest-init.sh inside it, one test per check
+and scenario so a failure names exactly what broke where.
+
+Scenarios: <watchdog>-main (stack_loop deep:400 x2, block:300, deep:3500,
+then jank_target sleep:300, and on arm64 stack_loop_pac deep:400 x2;
+jankbpf system-wide, stopped by SIGINT) and <watchdog>-markers (uprobe and
+USDT markers on two copies of marker_loop; jankbpf stopped by --duration),
+with the timer and the scan watchdog, and auto-main with the default.
+"""
+import json
+import re
+
+import pytest
+
+from conftest import MAIN, MARKERS, lane_mod, repeat
+
+DURATION_S = 24  # the markers scenarios' --duration (guest-init.sh)
+
+
+
+class Run:
+    """One scenario's results as the guest printed them."""
+
+    def __init__(self, boot, name):
+        self.boot, self.name = boot, name
+        if name not in [n for n, _, _ in lane_mod.default_scenarios(boot.arch, repeat())]:
+            pytest.skip(f"{name} is not a scenario of the {boot.arch} lane "
+                        "(the tracepoint fallback: arm64's 6.1 has no trampolines, so every "
+                        "arm64 scenario already uses tracepoints)")
+        if f"{name}/exit" not in boot.sections:
+            why = boot.health() or "no results on the console"
+            pytest.fail(f"{boot.arch} {name}: scenario did not report ({why})\n"
+                        f"--- console tail ---\n{boot.tail(60)}", pytrace=False)
+        self.records = []
+        self.bad = []
+        for line in self.text("records").splitlines():
+            try:
+                self.records.append(json.loads(line))
+            except ValueError:
+                self.bad.append(line)
+
+    def text(self, item):
+        return self.boot.sections.get(f"{self.name}/{item}", ("", None))[0]
+
+    def rc(self, item):
+        return self.boot.sections.get(f"{self.name}/{item}", ("", None))[1]
+
+    def of(self, kind, pid=None):
+        return [r for r in self.records if r.get("type") == kind and (pid is None or r["pid"] == pid)]
+
+    def summary(self):
+        s = self.of("summary")
+        return s[0] if len(s) == 1 else None
+
+    def diag(self):
+        """What a failure message carries: stderr, summary, exit."""
+        s = self.summary()
+        if s:
+            s = {k: v for k, v in s.items() if k != "bpf"}
+        return (f"\n[{self.boot.arch} {self.name}] {self.text('args')}\n"
+                f"attach: {self.text('attach')}\nexit: {self.text('exit')}\n"
+                f"--- stderr ---\n{self.text('stderr')[-3000:]}\n--- summary ---\n{s}")
+
+    def target(self, name):
+        return self.text(f"target-{name}"), self.rc(f"target-{name}")
+
+    def stacklogs(self):
+        prefix = f"{self.name}/stacklog/"
+        return {k[len(prefix):]: v for k, (v, _) in self.boot.sections.items() if k.startswith(prefix)}
+
+
+def stack_loop_tasks(run, target):
+    """[(kind, begin_ns, end_ns)] from stack_loop's own lines."""
+    out, rc = run.target(target)
+    assert rc == 0, f"{target} exited {rc}: {out[-500:]}" + run.diag()
+    tasks = []
+    for line in out.splitlines():
+        m = re.fullmatch(r"task (\S+) (\d+) (\d+)", line.strip())
+        if m:
+            tasks.append((m.group(1), int(m.group(2)), int(m.group(3))))
+    assert tasks, f"{target} printed no tasks: {out[-500:]}"
+    return tasks
+
+
+def jank_at(run, begin_ns, end_ns, exe_suffix):
+    """The jank of the target's task [begin_ns, end_ns] (its own clock):
+    the one of that executable overlapping most of it. jankbpf's task runs
+    from the wait's return to the next wait; the target reads its clock
+    just inside, which under TCG on a loaded host can be tens of ms later."""
+    best, best_overlap = None, 0
+    for r in run.of("jank"):
+        if not r["exe"].endswith(exe_suffix):
+            continue
+        b = r["begin_monotonic_ns"]
+        e = b + int(r["duration_ms"] * 1e6)
+        overlap = min(e, end_ns) - max(b, begin_ns)
+        if overlap > best_overlap:
+            best, best_overlap = r, overlap
+    return best if best_overlap > 0.5 * (end_ns - begin_ns) else None
+
+
+def frame_names(heaviest):
+    names = []
+    for line in heaviest.splitlines():
+        m = re.search(r"\(([^()+]+?)(\+\d+)?\)\(", line)
+        names.append(m.group(1) if m else line)
+    return names
+
+
+def cpu_targets(boot):
+    return ["stack_loop", "stack_loop_pac"] if boot.arch == "arm64" else ["stack_loop"]
+
+
+def brief(r):
+    keep = ("type", "pid", "duration_ms", "state_ms", "seen_running", "samples", "task_seq",
+            "external_log", "suppressed", "off_cpu", "boundary", "runnable_name", "marker")
+    return {k: r.get(k) for k in keep if k in r}
+
+
+# --- the machine ------------------------------------------------------------
+
+def test_kernel_healthy(boot):
+    """No timeout, no soft lockup, BUG, oops or panic; every scenario ran."""
+    why = boot.health()
+    if why:
+        first = boot.trouble[0] if boot.trouble else None
+        excerpt = boot.context(first, 40, 40) if first else boot.tail(80)
+        pytest.fail(f"{boot.arch} ({boot.kernel_pkg}), {boot.elapsed:.0f} s: {why}\n"
+                    f"--- console ---\n{excerpt}", pytrace=False)
+
+
+def test_guest_tools_work(boot):
+    """The lane's own tools in the guest: trace-cmd records and reports
+    sched_switch, bpftool runs. (Else the checks below prove nothing.)"""
+    body, rc = boot.sections.get("tools/trace-cmd", ("", None))
+    assert rc == 0, f"trace-cmd record/report in the guest failed (rc {rc}):\n{body[-2000:]}"
+    count = re.search(r"sched_switch lines: (\d+)", body)
+    assert count and int(count.group(1)) > 0, body[-2000:]
+    body, rc = boot.sections.get("tools/bpftool", ("", None))
+    assert rc == 0 and "bpftool" in body, f"bpftool version in the guest: rc {rc}: {body}"
+
+
+# --- main scenarios -------------------------------------------------------------
+
+@pytest.mark.parametrize("scenario", MAIN)
+def test_attached_and_stopped_by_sigint(boot, scenario):
+    run = Run(boot, scenario)
+    assert "attached" in run.text("attach"), run.diag()
+    assert run.text("exit").startswith("exited rc=0"), run.diag()
+    assert not run.bad, f"non-JSON lines in jankbpf's stdout: {run.bad[:3]}" + run.diag()
+    assert run.summary() is not None, "no single summary record" + run.diag()
+
+
+@pytest.mark.parametrize("scenario", MAIN)
+def test_kernel_features_found_by_trying(boot, scenario):
+    """6.1 has no bpf_task_from_pid (state in tid hashes, said on stderr and
+    in the summary); x86_64's has trampolines, arm64's does not; what the
+    summary says was used matches."""
+    run = Run(boot, scenario)
+    s = run.summary()
+    assert s, "no summary" + run.diag()
+    assert s["state_storage"] == "hash", run.diag()
+    assert "bpf_task_from_pid" in s["features_missing"], run.diag()
+    assert "bpf_task_from_pid not available" in run.text("stderr"), run.diag()
+    forced_tp = "--hooks tracepoint" in run.text("args")
+    if boot.arch == "x86":
+        assert "trampolines" not in s["features_missing"], run.diag()
+        assert s["hooks"] == ("tracepoint" if forced_tp else "trampoline"), run.diag()
+    else:
+        assert "trampolines" in s["features_missing"], run.diag()
+        assert s["hooks"] == "tracepoint", run.diag()
+
+
+@pytest.mark.parametrize("scenario", MAIN)
+def test_cpu_task_seen_running_with_stack(boot, scenario):
+    """Each 400 ms CPU task: a jank seen while running, with samples and a
+    heaviest stack inner <- middle <- outer <- main."""
+    run = Run(boot, scenario)
+    problems = []
+    for target in cpu_targets(boot):
+        for kind, begin, end in stack_loop_tasks(run, target):
+            if kind != "deep:400":
+                continue
+            j = jank_at(run, begin, end, "/" + target)
+            if j is None:
+                problems.append(f"{target} {kind}: no jank record for its task {begin}..{end}")
+                continue
+            names = frame_names(j.get("heaviest_stack", ""))
+            ok = (j["seen_running"] is True and j.get("samples", 0) > 0
+                  and all(f in names for f in ("inner", "middle", "outer", "main"))
+                  and [names.index(f) for f in ("inner", "middle", "outer", "main")]
+                  == sorted(names.index(f) for f in ("inner", "middle", "outer", "main")))
+            if not ok:
+                problems.append(f"{target} {kind}: seen_running={j['seen_running']} "
+                                f"samples={j.get('samples', 0)} heaviest={names}")
+    assert not problems, "\n".join(problems) + run.diag()
+
+
+STACK_HEADER = re.compile(r"^# jankbpf stack log: pid (\d+) tid (\d+) .* (\d+) samples?$", re.M)
+
+
+def count_frames(text, module, fn):
+    """Samples through `fn` of `module`: the sum of that node's counts."""
+    pat = re.compile(r"^\s*(\d+) #\d+ pc \S+ \S*/" + re.escape(module) + r"\(" + fn + r"\+\d+\)",
+                     re.M)
+    return sum(int(m.group(1)) for m in pat.finditer(text))
+
+
+@pytest.mark.parametrize("scenario", MAIN)
+def test_cpu_samples_unwind_to_main(boot, scenario):
+    """>= 95 % of the CPU tasks' samples (stack logs) unwind from the leaf
+    in inner() up to main() of the frame-pointer-less target (on arm64 also
+    of its PAC/BTI build)."""
+    run = Run(boot, scenario)
+    logs = run.stacklogs()
+    problems, evidence = [], []
+    for target in cpu_targets(boot):
+        total = through_main = through_inner = 0
+        for kind, begin, end in stack_loop_tasks(run, target):
+            if not kind.startswith("deep:"):
+                continue
+            j = jank_at(run, begin, end, "/" + target)
+            for path in (j or {}).get("external_log", []):
+                base = path.rsplit("/", 1)[-1]
+                if not base.startswith("stack-"):
+                    continue
+                text = logs.get(base)
+                if text is None:
+                    problems.append(f"{target}: stack log {base} named in the record is missing")
+                    continue
+                m = STACK_HEADER.search(text)
+                n = int(m.group(3)) if m else 0
+                total += n
+                through_main += count_frames(text, target, "main")
+                through_inner += count_frames(text, target, "inner")
+                evidence.append(f"{target} {kind} {base}: {n} samples, main {count_frames(text, target, 'main')}, "
+                                f"inner {count_frames(text, target, 'inner')}")
+        if total < 10:
+            problems.append(f"{target}: only {total} CPU-task samples in stack logs")
+            continue
+        for what, k in (("main", through_main), ("inner", through_inner)):
+            if k < 0.95 * total:
+                problems.append(f"{target}: {k} of {total} samples ({100 * k / total:.0f} %) "
+                                f"go through {what}")
+    assert not problems, "\n".join(problems + evidence) + run.diag()
+
+
+@pytest.mark.parametrize("scenario", MAIN)
+def test_sleep_task_is_mostly_sleeping(boot, scenario):
+    run = Run(boot, scenario)
+    out, rc = run.target("jank_target")
+    assert rc == 0, out[-500:]
+    truth = [json.loads(l) for l in out.splitlines() if l.startswith('{"task"')]
+    (t,) = [t for t in truth if t["kind"] == "sleep"]
+    j = jank_at(run, t["begin_ns"], t["end_ns"], "/jank_target")
+    assert j is not None, f"no jank for the 300 ms sleep at {t['begin_ns']}: " \
+        f"{[brief(r) for r in run.of('jank')]}" + run.diag()
+    assert 270 <= j["duration_ms"] <= t["dur_ns"] / 1e6 + 20, (brief(j), t)
+    assert j["state_ms"]["sleeping"] >= 0.8 * j["duration_ms"], brief(j)
+
+
+@pytest.mark.parametrize("scenario", MAIN)
+def test_stuck_task_gives_hang(boot, scenario):
+    run = Run(boot, scenario)
+    tasks = stack_loop_tasks(run, "stack_loop")
+    ((begin, end),) = [(b, e) for k, b, e in tasks if k == "deep:3500"]
+    j = jank_at(run, begin, end, "/stack_loop")
+    assert j is not None, "no jank for the 3.5 s task" + run.diag()
+    hangs = [h for h in run.of("hang", j["pid"]) if h["task_seq"] == j["task_seq"]]
+    assert len(hangs) == 1, f"expected one hang record for task {j['task_seq']}, got " \
+        f"{[brief(h) for h in run.of('hang')]}; the jank: {brief(j)}" + run.diag()
+    assert hangs[0]["duration_ms"] >= 3000, brief(hangs[0])
+    assert j["seen_running"] is True, brief(j)
+
+
+@pytest.mark.parametrize("scenario", MAIN)
+def test_blocked_task_has_off_cpu_capture_with_waker(boot, scenario):
+    run = Run(boot, scenario)
+    ((begin, end),) = [(b, e) for k, b, e in stack_loop_tasks(run, "stack_loop") if k == "block:300"]
+    j = jank_at(run, begin, end, "/stack_loop")
+    assert j is not None, "no jank for the blocked pipe read" + run.diag()
+    assert j["state_ms"]["sleeping"] >= 0.8 * j["duration_ms"], brief(j)
+    assert j.get("off_cpu"), f"no off-CPU capture: {brief(j)}" + run.diag()
+    wakers = [o.get("waker", {}).get("comm") for o in j["off_cpu"]]
+    assert "jt-waker" in wakers, f"wakers {wakers}: {brief(j)}"
+
+
+@pytest.mark.parametrize("scenario", MAIN)
+def test_trace_capture_past_450ms(boot, scenario):
+    run = Run(boot, scenario)
+    ((begin, end),) = [(b, e) for k, b, e in stack_loop_tasks(run, "stack_loop") if k == "deep:3500"]
+    j = jank_at(run, begin, end, "/stack_loop")
+    assert j is not None, "no jank for the 3.5 s task" + run.diag()
+    traces = [p.rsplit("/", 1)[-1] for p in j.get("external_log", []) if "/trace-" in p]
+    assert len(traces) == 1, f"external_log of the 3.5 s task: {brief(j)}" + run.diag()
+    sec = f"{scenario}/trace/{traces[0]}"
+    assert sec in boot.sections, f"{traces[0]} is not in the log directory"
+    body, rc = boot.sections[sec]
+    assert rc == 0, f"trace-cmd report failed: {body[:2000]}"
+    lines = body.splitlines()
+    count = int(lines[0]) if lines and lines[0].isdigit() else 0
+    # trace-cmd prints "comm:pid [prio] S ==> ..." with libtraceevent's
+    # plugins, "prev_pid=N ... next_pid=N" without them (the guest has none).
+    tid = j["tid"]
+    mine = [l for l in lines if "sched_switch:" in l and
+            re.search(rf":{tid} \[|\b(prev|next)_pid={tid}\b", l)]
+    assert count > 0 and mine, f"{count} sched_switch lines, none of tid {j['tid']}: {body[:1500]}"
+
+
+@pytest.mark.parametrize("scenario", MAIN + MARKERS)
+def test_nothing_left_after_exit(boot, scenario):
+    """While attached bpftool lists jb_* programs (so the check can see
+    them); after exit none, and no jankbpf-* ftrace instance."""
+    run = Run(boot, scenario)
+    during, after = run.text("bpftool-during"), run.text("bpftool-after")
+    assert run.rc("bpftool-during") == 0 and " name jb_" in during, \
+        f"bpftool saw no jb_ programs while attached (rc {run.rc('bpftool-during')}): {during[:500]}"
+    assert run.rc("bpftool-after") == 0, f"bpftool after exit: rc {run.rc('bpftool-after')}: {after}"
+    left = [l for l in after.splitlines() if " name jb_" in l]
+    assert not left and "Error" not in after, f"after exit: {after[:1500]}" + run.diag()
+    assert "jankbpf-" not in run.text("instances-after"), run.text("instances-after")
+    if scenario in MAIN:
+        assert "jankbpf-" in run.text("instances-during"), run.text("instances-during")
+
+
+# --- markers --------------------------------------------------------------------
+
+@pytest.mark.parametrize("scenario", MARKERS)
+def test_markers_stop_by_duration(boot, scenario):
+    """--duration 24 ends jankbpf by itself with exit status 0 (the guest
+    waits up to 90 s for it after its targets, then kills it)."""
+    run = Run(boot, scenario)
+    assert "attached" in run.text("attach"), run.diag()
+    attached = float(run.text("attach").split()[-1])
+    done = float(run.text("targets").split()[-1])
+    assert done < attached + DURATION_S, \
+        f"the targets ran until {done:.1f} s, past --duration {DURATION_S} from the attach at " \
+        f"{attached:.1f} s: the guest is too slow (loaded host?) for this check" + run.diag()
+    assert run.text("exit").startswith("exited rc=0"), run.diag()
+    assert run.summary() is not None, run.diag()
+
+
+@pytest.mark.parametrize("form", ["uprobe", "usdt"])
+@pytest.mark.parametrize("scenario", MARKERS)
+def test_marker_tasks(boot, scenario, form):
+    run = Run(boot, scenario)
+    target = f"marker_loop_{form}"
+    out, rc = run.target(target)
+    assert rc == 0, out[-500:]
+    cbs = {}
+    for line in out.splitlines():
+        if line.startswith('{"cb"'):
+            rec = json.loads(line)
+            cbs[rec["cb"]] = rec
+    probe = "mark_begin" if form == "uprobe" else "mloop:begin"
+    problems = []
+    # The target's own times include the probes' traps, which cost
+    # milliseconds under TCG: the marker task lies inside them and lasts at
+    # least most of the callback's nominal time.
+    for cb, nominal_ms in (("slow", 300), ("g", 250)):
+        c = cbs[cb]
+        j = jank_at(run, c["begin_ns"], c["end_ns"], "/" + target)
+        if j is None:
+            problems.append(f"{cb}: no jank for its callback {c['begin_ns']}..{c['end_ns']}")
+            continue
+        want_name = cb if form == "usdt" else probe
+        m = j.get("marker", {})
+        if (j.get("boundary") != "marker" or m.get("type") != form or m.get("probe") != probe
+                or j.get("runnable_name") != want_name
+                or not 0.9 * nominal_ms <= j["duration_ms"] <= c["dur_ns"] / 1e6 + 5):
+            problems.append(f"{cb}: {brief(j)} (app: {cbs[cb]['dur_ns'] / 1e6:.1f} ms)")
+    if form == "usdt" and not all(c["sema"] > 0 for c in cbs.values()):
+        problems.append(f"USDT semaphore not raised: {list(cbs.values())}")
+    mine = [brief(r) for r in run.of("jank") if r["exe"].endswith("/" + target)]
+    assert not problems, "\n".join(problems) + f"\nits janks: {mine}" + run.diag()

@@ -1,0 +1,77 @@
+// Crashes the libFuzzer targets (tests/fuzz/) found, each kept here with
+// its minimized input so the fix stays in place under the normal build.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "config/jank_config.h"
+#include "stack/tree.h"
+
+using namespace jankbpf;
+using namespace jankbpf::stack;
+
+namespace {
+
+// Lines of a text whose lines are separated (heaviest_stack) or, with
+// ends_in_newline, terminated (render) by '\n'.
+size_t lines_of(const std::string& s, bool ends_in_newline = false) {
+  size_t n = s.empty() || ends_in_newline ? 0 : 1;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace
+
+// fuzz_stack_tree: heaviest_stack() is one "#NN frame" per line, but it
+// printed names raw, so a symbol (a process's own bytes: JIT map, ELF
+// symtab) with a newline forged extra frame lines into the record's
+// heaviest_stack; render() already escaped them. Same for a wait state.
+TEST_CASE("fuzz: a name with a newline stays one frame line", "[fuzz][stack][tree]") {
+  Frame f;
+  f.pc = 0x1000;
+  f.module = "/usr/bin/app";
+  f.module_offset = 0x10;
+  f.symbol = "busy\n#01 pc 00000000 /lib/libc.so.6(forged+0)";
+  ResolvedStack s;
+  s.frames = {f};
+  StackTree t;
+  t.add(s);
+  CHECK(lines_of(t.heaviest_stack()) == 1);
+  CHECK(t.heaviest_stack() == "#00 pc 00000010 /usr/bin/app(busy\\n#01 pc 00000000 /lib/libc.so.6(forged+0)+0)");
+  CHECK(lines_of(t.render(), true) == 1);
+
+  ResolvedStack w;
+  w.wait_state = '\n';
+  StackTree tw;
+  tw.add(w);
+  CHECK(tw.heaviest_stack() == "#00 wait \\n (off-cpu)");
+  CHECK(lines_of(tw.render(), true) == 1);
+}
+
+// fuzz_config (its generated 64 KB input): a key whose value is a deeply
+// nested array was quoted in the error with json::dump(), which recurses
+// once per level: ~30,000 levels overflowed the stack under ASan and made
+// a 64 KB message otherwise. The value is now named, not printed.
+TEST_CASE("fuzz: a deeply nested config value is named, not dumped", "[fuzz][config]") {
+  char path[] = "/tmp/jankbpf-fuzz-config-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  {
+    std::ofstream f(path);
+    f << "{\"log_type\":" << std::string(32000, '[') << std::string(32000, ']') << "}";
+  }
+  std::string msg;
+  try {
+    ConfigBuilder b;
+    b.load_file(path);
+  } catch (const ConfigError& e) {
+    msg = e.what();
+  }
+  unlink(path);
+  CHECK(msg.find("log_type [...] is a JSON array, not a string") != std::string::npos);
+  CHECK(msg.size() < 512);
+}

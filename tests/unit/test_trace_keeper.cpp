@@ -1,0 +1,67 @@
+// TraceKeeper when trace-cmd cannot run (H4): the capture must end at once
+// with a note or an error, and the flight recorder must record again, or
+// every later traced jank would wait 60 s for a trace that never comes.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "app/trace_keeper.h"
+#include "trace/ftrace_instance.h"
+#include "util/tracefs.h"
+
+using namespace jankbpf;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct NullOutput : Output {
+  void emit(const TaskRecord&) override {}
+  void emit(const ExitRecord&) override {}
+  void emit(const SummaryRecord&) override {}
+};
+
+}  // namespace
+
+TEST_CASE("trace keeper: a capture trace-cmd cannot make ends at once and re-arms", "[trace]") {
+  std::string err;
+  if (geteuid() != 0 || tracefs::root(&err).empty()) {
+    WARN("skipped: needs root and tracefs");
+    return;
+  }
+  char tmpl[] = "/tmp/jankbpf-keeper-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  NullOutput out;
+  ReporterConfig rc;
+  rc.log_dir = dir + "/logs";
+  Reporter reporter(rc, out);
+  CaptureOptions o;
+  std::string expect;
+  SECTION("trace-cmd missing: the text trace, with a note") {
+    o.trace_cmd = dir + "/no-trace-cmd";
+    expect = "not found or not executable";
+  }
+  SECTION("no private temp dir: an error") {
+    o.temp_base = dir + "/missing";
+    expect = "cannot make a private temp dir";
+  }
+  TraceKeeper keeper(reporter, o);
+  REQUIRE(keeper.start(&err));
+  for (pid_t pid : {4001, 4002}) {  // the second proves the instance is free again
+    keeper.on_trigger(pid, pid, 7, 1);
+    keeper.on_deadline();  // the 3 s save deadline, fired by hand
+    auto p = keeper.take(pid, 7);
+    REQUIRE(p);
+    {
+      std::lock_guard lk(p->mu);
+      CHECK(p->done);
+      INFO("note: " << p->note << " error: " << p->error);
+      CHECK((p->note + p->error).find(expect) != std::string::npos);
+      CHECK(p->note.find("shares the trace") == std::string::npos);  // no capture was left running
+    }
+    CHECK(keeper.capture_fd() < 0);
+  }
+  fs::remove_all(dir);
+}
