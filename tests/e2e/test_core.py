@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harness import Jankbpf, held_bpf_ids, run_jankbpf, still_loaded, JANKBPF
+from harness import Jankbpf, close_to_app, held_bpf_ids, run_jankbpf, still_loaded, JANKBPF
 import target as target_mod
 from target import DOMINANT_STATE
 
@@ -93,7 +93,7 @@ def assert_matches_truth(janks, target, threshold=THRESHOLD, worker=0):
         j = found[0]
         matched.add(id(j))
         true_ms = task["dur_ns"] / 1e6
-        assert abs(j["duration_ms"] - true_ms) <= 2.0, (task, j["duration_ms"])
+        assert close_to_app(j["duration_ms"], true_ms), (task, j["duration_ms"])
         parts = j["state_ms"]
         assert abs(sum(parts.values()) - j["duration_ms"]) < 0.01
         assert_states_match(task, j)
