@@ -98,7 +98,9 @@ run: deps
 	@$(MAKE) --no-print-directory all
 	$(OUTPUT)/jankbpf $(ARGS)
 
-test: deps test-deps
+test: deps
+	@# One at a time: two apt-get runs at once fail on its lock.
+	@$(MAKE) --no-print-directory test-deps
 	@$(MAKE) --no-print-directory all unit-bin apps
 	@# One goal per make: builds inside a goal run in parallel, the test
 	@# suites one after the other (their timing checks want the CPUs).

@@ -87,6 +87,5 @@ echo "install-deps: installing ${missing[*]}" >&2
 if [[ $arch == arm64 && $native != arm64 ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
   dpkg --add-architecture arm64
 fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
+. "$(dirname "$0")/apt-install.sh"
+apt_install "${missing[@]}"

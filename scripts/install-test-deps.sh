@@ -25,9 +25,8 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     exit 1
   fi
   echo "install-test-deps: installing ${missing[*]}" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
+  . "$(dirname "$0")/apt-install.sh"
+  apt_install "${missing[@]}"
 fi
 
 # speedscope's built web app (dist/release) from the npm package, pinned.
