@@ -7,6 +7,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "app/parked_records.h"
 #include "arch/regs.h"
 #include "logs/log_dir.h"
 #include "logs/quota.h"
@@ -88,13 +89,18 @@ const char* state_name(uint32_t st) {
 }  // namespace
 
 void PendingTrace::finish() {
-  std::lock_guard lk(mu);
-  done = true;
-  cv.notify_all();
+  std::function<void()> wake;
+  {
+    std::lock_guard lk(mu);
+    done = true;
+    wake = std::move(on_done);
+  }
+  if (wake) wake();
 }
 
 struct Reporter::Impl {
   stack::Resolver resolver;
+  ParkedRecords parked;  // records waiting for a trace to be saved
   struct Stored {
     uint64_t time_ns;
     pid_t pid;
@@ -163,6 +169,7 @@ bool Reporter::finish(std::chrono::milliseconds budget) {
     auto start = std::chrono::steady_clock::now();
     if (!done_cv_.wait_until(lk, start + budget * 2 / 3, [&] { return worker_done_; })) {
       hurry_ = true;
+      cv_.notify_all();  // parked records stop waiting for their traces
       if (!done_cv_.wait_until(lk, start + budget, [&] { return worker_done_; })) return false;
     }
   }
@@ -227,11 +234,28 @@ void Reporter::run() {
   static_assert(std::size(kJobNames) == std::variant_size_v<Job>);
   for (;;) {
     Job job;
+    bool hurry;
     {
       std::unique_lock lk(mu_);
       busy_ = "";
-      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) {  // stopping, and everything written
+      // Parked records keep the thread alive until their traces are saved
+      // (the trace keeper finishes them all before the stop) or time is out.
+      auto ready = [&] {
+        return !queue_.empty() || trace_done_ || (stopping_ && (impl_->parked.empty() || hurry_));
+      };
+      if (auto deadline = impl_->parked.next_deadline())
+        cv_.wait_until(lk, *deadline, ready);
+      else
+        cv_.wait(lk, ready);
+      trace_done_ = false;
+      hurry = hurry_;
+    }
+    emit_parked(hurry);
+    {
+      std::unique_lock lk(mu_);
+      if (queue_.empty()) {
+        if (!stopping_ || !impl_->parked.empty()) continue;
+        // stopping, and everything written
         evicted_ = impl_->evicted;
         worker_done_ = true;
         done_cv_.notify_all();
@@ -255,7 +279,10 @@ void Reporter::run() {
           [&](auto& j) {
             using T = std::decay_t<decltype(j)>;
             if constexpr (std::is_same_v<T, ExitJob>) {
-              out_.emit(j.rec);
+              if (impl_->parked.holds(j.rec.pid))  // after its parked records
+                impl_->parked.park(j.rec.pid, std::move(j.rec), nullptr, nullptr, ParkedRecords::Clock::now());
+              else
+                out_.emit(j.rec);
             } else if constexpr (std::is_same_v<T, PinJob>) {
               impl_->resolver.prepare(j.pid, host_arch().arch);
             } else if constexpr (std::is_same_v<T, ForgetJob>) {
@@ -275,6 +302,27 @@ void Reporter::run() {
       job_failed("unknown exception");
     }
   }
+}
+
+void Reporter::emit_parked(bool all) {
+  for (auto& rec : impl_->parked.take_ready(ParkedRecords::Clock::now(), all)) {
+    try {
+      if (auto* task = std::get_if<TaskRecord>(&rec))
+        write_task(*task);
+      else
+        out_.emit(std::get<ExitRecord>(rec));
+    } catch (const std::exception& e) {
+      job_failed(e.what());
+    }
+  }
+}
+
+void Reporter::write_task(const TaskRecord& rec) {
+  if (rec.kind != TaskRecord::Kind::Hang && !rec.suppressed.empty()) {
+    std::lock_guard lk(mu_);
+    stats_.suppressed++;
+  }
+  out_.emit(rec);
 }
 
 void Reporter::job_failed(const char* what) {
@@ -457,22 +505,23 @@ void Reporter::handle(TaskJob& j) {
     }
   }
 
-  // 4. The trace, when one is being captured for this task.
-  if (ctx.trace) {
-    std::unique_lock lk(ctx.trace->mu);
-    ctx.trace->cv.wait_for(lk, std::chrono::seconds(60), [&] { return ctx.trace->done; });
-    for (auto& p : ctx.trace->paths) rec.external_log.push_back(p);
-    rec.log_over_limit |= ctx.trace->over_limit;
-    if (!ctx.trace->error.empty()) rec.log_error = ctx.trace->error;
-    if (!ctx.trace->note.empty()) rec.trace_note = ctx.trace->note;
-    if (!ctx.trace->suppressed.empty())
-      rec.suppressed += (rec.suppressed.empty() ? "" : ",") + ctx.trace->suppressed;
+  // 4. The trace, when one is being captured for this task: the record
+  // waits for it, parked, while the next jobs run; and so do the records
+  // of its process that come after it.
+  if (ctx.trace || impl_->parked.holds(rec.proc.pid)) {
+    auto wake = [this] {
+      {
+        std::lock_guard lk(mu_);
+        trace_done_ = true;
+      }
+      cv_.notify_all();
+    };
+    pid_t pid = rec.proc.pid;
+    impl_->parked.park(pid, std::move(rec), std::move(ctx.trace), wake, ParkedRecords::Clock::now());
+    emit_parked(false);  // the trace may be saved already
+    return;
   }
-  if (!hang && !rec.suppressed.empty()) {
-    std::lock_guard lk(mu_);
-    stats_.suppressed++;
-  }
-  out_.emit(rec);
+  write_task(rec);
 }
 
 }  // namespace jankbpf

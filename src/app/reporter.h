@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,14 +31,15 @@ namespace jankbpf {
 class LogDir;
 class ReportQuota;
 
-// A trace being captured for a task; the report of that task waits for it.
+// A trace being captured for a task; the record of that task is parked
+// until it is saved (app/parked_records.h).
 struct PendingTrace {
   std::mutex mu;
-  std::condition_variable cv;
   bool done = false;
   std::vector<std::string> paths;
   bool over_limit = false;
   std::string error, note, suppressed;
+  std::function<void()> on_done;  // set by the reporter while a record waits
   void finish();
 };
 
@@ -75,7 +77,8 @@ class Reporter {
 
   // Records, written in this order. A task record gets the stacks its
   // thread collected in [begin, end] (a hang keeps them for the final jank),
-  // and, with `trace`, waits for the trace to be saved.
+  // and, with `trace`, is written once the trace is saved (records after it
+  // do not wait: they may come first).
   struct TaskContext {
     uint64_t begin_ns = 0, end_ns = 0, seq = 0, proc_start_ns = 0;
     std::shared_ptr<PendingTrace> trace;
@@ -123,6 +126,8 @@ class Reporter {
   void handle(WakerJob& j);
   void handle(TaskJob& j);
   void job_failed(const char* what);
+  void emit_parked(bool all);
+  void write_task(const TaskRecord& rec);
 
   struct Impl;  // the resolver and the per-thread stores: worker-only state
   std::unique_ptr<Impl> impl_;
@@ -138,6 +143,7 @@ class Reporter {
   std::deque<Job> queue_;
   bool stopping_ = false;
   bool hurry_ = false;      // stopping with little time left: stacks are skipped
+  bool trace_done_ = false; // a parked record's trace was saved
   bool worker_done_ = false;
   std::condition_variable done_cv_;
   const char* busy_ = "";   // the job the worker is in, for a stuck exit

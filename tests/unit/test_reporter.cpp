@@ -39,15 +39,20 @@ ReporterConfig config(const std::string& dir) {
 TEST_CASE("reporter: a stuck job does not hold up the stop past its budget", "[reporter]") {
   char tmpl[] = "/tmp/jankbpf-reporter-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
-  CollectOutput out;
-  auto trace = std::make_shared<PendingTrace>();  // never finished: the job waits on it
+  // A sink stuck in its write (a stalled pipe reader, a hung mount).
+  struct StuckOutput : CollectOutput {
+    std::mutex gate;
+    void emit(const TaskRecord& r) override {
+      std::lock_guard hold(gate);
+      CollectOutput::emit(r);
+    }
+  } out;
   {
+    std::unique_lock hold(out.gate);
     Reporter r(config(dir + "/logs"), out);
     TaskRecord rec;
     rec.tid = 1;
-    Reporter::TaskContext ctx;
-    ctx.trace = trace;
-    r.report(rec, ctx);
+    r.report(rec, {});
     usleep(50'000);  // the worker is in the job now
     auto t0 = std::chrono::steady_clock::now();
     CHECK_FALSE(r.finish(std::chrono::milliseconds(300)));
@@ -55,9 +60,71 @@ TEST_CASE("reporter: a stuck job does not hold up the stop past its budget", "[r
     CHECK(took >= std::chrono::milliseconds(280));
     CHECK(took < std::chrono::milliseconds(600));
     CHECK(r.busy_with() == "reporting a task");
-    trace->finish();  // let it go, so the destructor can join
+    hold.unlock();  // let it go, so the destructor can join
   }
   CHECK(out.tasks.size() == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("reporter: a record waiting for its trace does not hold up the records after it", "[reporter]") {
+  char tmpl[] = "/tmp/jankbpf-reporter-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  CollectOutput out;
+  auto trace = std::make_shared<PendingTrace>();
+  Reporter r(config(dir + "/logs"), out);
+  TaskRecord traced;
+  traced.proc.pid = traced.tid = 1;
+  Reporter::TaskContext ctx;
+  ctx.trace = trace;
+  r.report(traced, ctx);
+  TaskRecord same;  // the same process's next task: stays behind it
+  same.proc.pid = 1;
+  same.tid = 3;
+  r.report(same, {});
+  TaskRecord next;  // another process's: does not wait
+  next.proc.pid = next.tid = 2;
+  r.report(next, {});
+  auto written = [&] {
+    std::lock_guard lk(out.mu);
+    std::vector<int> tids;
+    for (auto& t : out.tasks) tids.push_back(t.tid);
+    return tids;
+  };
+  for (int i = 0; i < 100 && written().empty(); ++i) usleep(10'000);
+  CHECK(written() == std::vector<int>{2});  // the next record did not wait
+  {
+    std::lock_guard lk(trace->mu);
+    trace->paths = {"/logs/trace-1.dat"};
+  }
+  trace->finish();
+  for (int i = 0; i < 100 && written().size() < 3; ++i) usleep(10'000);
+  REQUIRE(written() == std::vector<int>{2, 1, 3});
+  CHECK(out.tasks[1].external_log == std::vector<std::string>{"/logs/trace-1.dat"});
+  CHECK(out.tasks[2].external_log.empty());
+  CHECK(r.finish(std::chrono::milliseconds(800)));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("reporter: out of time, a record whose trace never came is written without it", "[reporter]") {
+  char tmpl[] = "/tmp/jankbpf-reporter-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  CollectOutput out;
+  auto trace = std::make_shared<PendingTrace>();  // never finished
+  {
+    Reporter r(config(dir + "/logs"), out);
+    TaskRecord rec;
+    rec.tid = 1;
+    Reporter::TaskContext ctx;
+    ctx.trace = trace;
+    r.report(rec, ctx);
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK(r.finish(std::chrono::milliseconds(300)));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(400));
+  }
+  REQUIRE(out.tasks.size() == 1);
+  CHECK(out.tasks[0].external_log.empty());
+  CHECK(out.tasks[0].trace_note.find("not saved") != std::string::npos);
+  trace->finish();  // nobody is woken: the reporter is gone
   fs::remove_all(dir);
 }
 
