@@ -111,10 +111,10 @@ int Monitor::run() {
       return status;
     }
   }
-  // 6. Report until told to stop, then save what is pending, detach, and
-  //    summarise once every record before the summary is written.
   // Test seam: a reader starved of CPU for a while (README, Tests).
   if (uint32_t ms = test_seams::reader_pause_ms()) usleep(ms * 1000u);
+  // 6. Report until told to stop, then save what is pending, detach, and
+  //    summarise once every record before the summary is written.
   loop();
   const uint64_t stop_ns = monotonic_ns();
   detector_->drain_captures();

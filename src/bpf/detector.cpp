@@ -358,6 +358,8 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const btf* vmli
   bpf_map__set_max_entries(skel_->maps.procs, cap);
   bpf_map__set_max_entries(skel_->maps.in_task, plan.mode == WatchdogMode::Scan ? 1024 : 1);
   bpf_map__set_max_entries(skel_->maps.offcpu_stash_tid, plan.offcpu && !plan.state_in_task ? 256 : 1);
+  // One token bucket per process capturing now (LRU: an old one just goes).
+  bpf_map__set_max_entries(skel_->maps.offcpu_bucket, plan.offcpu && cfg.offcpu_rate ? 4096 : 1);
   if (test_seams::one_ring() && !share_one_ring(error)) return false;
   select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, vmlinux);
 
