@@ -152,10 +152,16 @@ TEST_CASE("exit and summary records", "[output]") {
   CHECK(j["exit_code"] == 3);
   SummaryRecord s;
   s.lost_events = 5;
+  s.offcpu_ring_full = 6;
+  s.offcpu_rate_limited = 7;
+  s.timers_map_full = 8;
   s.bpf.push_back({"p", 1, 2});
   auto k = nlohmann::json::parse(to_json_line(s));
   CHECK(k["type"] == "summary");
   CHECK(k["lost_events"] == 5);
+  CHECK(k["offcpu_ring_full"] == 6);
+  CHECK(k["offcpu_rate_limited"] == 7);
+  CHECK(k["timers_map_full"] == 8);
   CHECK(k["bpf"][0]["name"] == "p");
 }
 
