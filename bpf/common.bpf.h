@@ -66,7 +66,7 @@ static __always_inline void stat_inc(__u32 which)
 		*v += 1;
 }
 
-/* A record in the ring buffer, or NULL with the drop counted. */
+/* A small record in the `events` ring, or NULL with the drop counted. */
 static __always_inline void *reserve_event(__u64 size)
 {
 	void *e = bpf_ringbuf_reserve(&events, size, 0);
@@ -127,7 +127,8 @@ static __noinline struct jb_thread *track_current(__u32 tid, __u32 tgid)
 		if (!comm_matches(leader))
 			return NULL;
 		struct jb_proc p = {.flags = JB_PROCF_TARGET};
-		bpf_map_update_elem(&procs, &tgid, &p, BPF_NOEXIST);
+		if (bpf_map_update_elem(&procs, &tgid, &p, BPF_NOEXIST) == -E2BIG)
+			stat_inc(JB_STAT_PROCS_FULL);
 	}
 
 	fresh.pid = tgid;

@@ -30,6 +30,7 @@
 #include <bpf/usdt.bpf.h>
 #include "jankbpf/events.h"
 #include "jankbpf/hooks.h"
+#include "jankbpf/rate.h"
 #include "user_regs.bpf.h"
 #include "core_fixes.bpf.h"
 

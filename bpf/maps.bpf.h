@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The per-thread state and every map: task storage or tid hashes for that
- * state, the timers, the off-CPU stashes, the ring buffer, the counters.
+ * state, the timers, the off-CPU stashes, the two rings, the counters.
  */
 #ifndef JANKBPF_MAPS_BPF_H
 #define JANKBPF_MAPS_BPF_H
@@ -82,11 +82,28 @@ struct {
 	__type(value, struct jb_timer);
 } timers SEC(".maps");
 
+/* The small records (tasks, exits, trace triggers): ~4,000 between two
+ * reads, whatever the off-CPU captures do. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	/* Room for ~200 off-CPU captures (17 KB each) between two reads. */
-	__uint(max_entries, 4 * 1024 * 1024);
+	__uint(max_entries, 1024 * 1024);
 } events SEC(".maps");
+
+/* Off-CPU captures and their wakers: room for ~240 captures (17 KB each)
+ * between two reads. A full ring loses captures, never a jank record. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 * 1024 * 1024);
+} captures SEC(".maps");
+
+/* --offcpu-rate: each process's token bucket (include/jankbpf/rate.h), by
+ * tgid. LRU: a process pushed out just starts again with a full bucket. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} offcpu_bucket SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -27,6 +27,8 @@ const volatile __u64 early_ns = 0;
 const volatile __u64 sample_period_ns = 10 * 1000000ull;
 const volatile __u64 sample_window_ns = 2000 * 1000000ull;
 const volatile bool offcpu_enabled = false;
+/* --offcpu-rate: off-CPU captures a second per process (0: no limit). */
+const volatile __u32 offcpu_rate = 100;
 /* Trace bound (0: no traces): a task past it gets a JB_EV_TRACE record. */
 const volatile __u64 trace_ns = 0;
 /* Markers: tell userspace of each thread tracked from now on, so it can

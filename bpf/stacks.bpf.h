@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Stacks: the on-CPU sample filter slot, off-CPU captures stashed at
- * switch-out and sent when the task is long, the waker.
+ * switch-out and sent when the task is long (within --offcpu-rate), the
+ * waker; captures and wakers go on the `captures` ring.
  */
 #ifndef JANKBPF_STACKS_BPF_H
 #define JANKBPF_STACKS_BPF_H
@@ -30,15 +31,41 @@ static __always_inline struct jb_offcpu_event *stash_of(struct task_struct *task
 	return bpf_map_lookup_elem(&offcpu_stash_tid, &tid);
 }
 
-/* An off-CPU capture to userspace; its waker is wanted next. */
+/*
+ * --offcpu-rate: whether the process may send one more capture now (takes
+ * the token). A refusal is counted; so is losing a race for the bucket to
+ * another CPU, which errs on the side of fewer captures.
+ */
+static __noinline bool offcpu_token(__u32 tgid, __u64 now)
+{
+	__u64 *full_at, zero = 0, old, next;
+
+	if (!offcpu_rate)
+		return true;
+	full_at = bpf_map_lookup_elem(&offcpu_bucket, &tgid);
+	if (!full_at) {
+		bpf_map_update_elem(&offcpu_bucket, &tgid, &zero, BPF_NOEXIST);
+		full_at = bpf_map_lookup_elem(&offcpu_bucket, &tgid);
+	}
+	if (full_at) {
+		old = *full_at;
+		next = jb_rate_take(old, now, offcpu_rate);
+		if (next && __sync_val_compare_and_swap(full_at, old, next) == old)
+			return true;
+	}
+	stat_inc(JB_STAT_OFFCPU_RATE);
+	return false;
+}
+
+/* An off-CPU capture to userspace (its token taken); its waker is wanted next. */
 static __always_inline void send_offcpu(struct jb_thread *t, struct jb_offcpu_event *e)
 {
-	if (bpf_ringbuf_output(&events, e, sizeof(*e), 0)) {
-		stat_inc(JB_STAT_RB_DROPS);
+	t->stash_seq = 0;  /* sent, or lost: either way not to be sent again */
+	if (bpf_ringbuf_output(&captures, e, sizeof(*e), 0)) {
+		stat_inc(JB_STAT_OFFCPU_RING_FULL);
 		return;
 	}
 	t->offcpu_pending = 1;
-	t->stash_seq = 0;  /* sent */
 	stat_inc(JB_STAT_OFFCPU);
 }
 
@@ -54,8 +81,12 @@ static __noinline void flush_stash(struct task_struct *task, __u32 tid, struct j
 	if (!t->early || !t->in_task || t->stash_seq != t->seq || t->state == JB_ST_RUNNING)
 		return;
 	e = stash_of(task, tid, false);
-	if (e && e->seq == t->seq)
+	if (!e || e->seq != t->seq)
+		return;
+	if (offcpu_token(t->pid, bpf_ktime_get_ns()))
 		send_offcpu(t, e);
+	else
+		t->stash_seq = 0;  /* refused once: the next tick must not retry */
 }
 
 /* Whether a stack of this task is wanted now; claims the slot if so. */
@@ -85,6 +116,12 @@ static __noinline void capture_offcpu(void *ctx, struct task_struct *prev, __u32
 	struct jb_offcpu_event *e;
 	struct pt_regs *regs;
 
+	/* Over its rate, a long task's capture would go nowhere: skip the copy
+	 * (and forget an older one stashed for this task: it is stale now). */
+	if (t->early && !offcpu_token(t->pid, now)) {
+		t->stash_seq = 0;
+		return;
+	}
 	e = stash_of(prev, tid, true);
 	if (!e)
 		return;
@@ -131,9 +168,12 @@ static __noinline void capture_waker(void *ctx, __u32 tid, struct jb_thread *t)
 	__u64 id = bpf_get_current_pid_tgid();
 
 	t->offcpu_pending = 0;
-	e = reserve_event(sizeof(*e));
-	if (!e)
+	/* On the captures ring, behind its capture: userspace pairs them. */
+	e = bpf_ringbuf_reserve(&captures, sizeof(*e), 0);
+	if (!e) {
+		stat_inc(JB_STAT_OFFCPU_RING_FULL);
 		return;
+	}
 	fill_header(&e->hdr, JB_EV_WAKER, t->pid, tid, bpf_ktime_get_ns());
 	e->seq = t->seq;
 	e->waker_pid = id >> 32;

@@ -141,7 +141,8 @@ static __noinline void arm_watchdog(__u32 tid, struct jb_thread *t)
 	if (!tm) {
 		struct jb_timer zero = {};
 
-		bpf_map_update_elem(&timers, &tid, &zero, BPF_NOEXIST);
+		if (bpf_map_update_elem(&timers, &tid, &zero, BPF_NOEXIST) == -E2BIG)
+			stat_inc(JB_STAT_TIMERS_FULL);
 		tm = bpf_map_lookup_elem(&timers, &tid);
 		if (!tm)
 			goto fail;

@@ -3,6 +3,9 @@
  * Records shared by the BPF programs and userspace: fixed-width structs only,
  * included from both sides. Every ring-buffer record starts with a
  * `struct jb_header`, and userspace dispatches on its `type` with one switch.
+ * Two rings carry them: `captures` the bulky JB_EV_OFFCPU (17 KB) and
+ * JB_EV_WAKER records, `events` all the small ones, so a process that
+ * sleeps often inside long tasks cannot crowd out other processes' janks.
  *
  * Times are CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns); userspace turns
  * them into epoch milliseconds.
@@ -54,7 +57,7 @@ enum jb_thread_state {
 /* Counters in the `stats` per-CPU array; userspace sums over CPUs. */
 enum jb_stat {
 	JB_STAT_TASKS = 0,        /* tasks that ended on watched threads */
-	JB_STAT_RB_DROPS = 1,     /* ring-buffer reservations that failed */
+	JB_STAT_RB_DROPS = 1,     /* small records lost: the `events` ring was full */
 	JB_STAT_THREADS_FULL = 2, /* watched threads not tracked: map full */
 	JB_STAT_TIMER_FAIL = 3,   /* watchdog timers that could not be armed */
 	JB_STAT_SAMPLES = 4,      /* on-CPU stack samples let through */
@@ -63,7 +66,10 @@ enum jb_stat {
 	JB_STAT_STASH_FULL = 7,   /* off-CPU captures not made: the tid stash was full */
 	JB_STAT_PROCS_FULL = 8,   /* janked processes whose exit goes unreported: map full */
 	JB_STAT_SCAN_FULL = 9,    /* tasks the scan watchdog cannot see live: in_task full */
-	JB_STAT_NR = 10,
+	JB_STAT_OFFCPU_RING_FULL = 10, /* off-CPU captures and wakers lost: `captures` ring full */
+	JB_STAT_OFFCPU_RATE = 11, /* off-CPU captures not sent: the process's --offcpu-rate */
+	JB_STAT_TIMERS_FULL = 12, /* watchdog timers not made: the `timers` map was full */
+	JB_STAT_NR = 13,
 };
 
 /* bits of jb_task_event.flags */

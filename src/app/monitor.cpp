@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "arch/regs.h"
+#include "bpf/test_seams.h"
 #include "jankbpf/events.h"
 #include "proc/process_info.h"
 #include "util/log.h"
@@ -26,7 +27,7 @@ namespace {
 // epoll tags: small numbers for the fixed fds, pidfds tagged by their fd.
 constexpr uint64_t kTagRing = 1ULL << 40, kTagSignal = 2ULL << 40, kTagDeadline = 3ULL << 40,
                    kTagLease = 4ULL << 40, kTagTraceDeadline = 5ULL << 40,
-                   kTagCapture = 6ULL << 40, kTagSampler = 7ULL << 40;
+                   kTagCapture = 6ULL << 40, kTagSampler = 7ULL << 40, kTagOffcpuRing = 8ULL << 40;
 constexpr uint64_t kTagMask = 0xffULL << 40;
 
 // How long the reporter may take to write what is queued once a stop is
@@ -41,6 +42,8 @@ constexpr std::chrono::milliseconds kEndBudget{15000};
 
 // While sampling is on, how often to check whether a task is still long.
 constexpr int64_t kLeaseNs = 100'000'000;
+// How often the kernel's loss counters are looked at (for DropNotices).
+constexpr int kDropCheckMs = 1000;
 
 bool epoll_add(int epfd, int fd, uint64_t tag) {
   epoll_event ev{};
@@ -108,10 +111,13 @@ int Monitor::run() {
       return status;
     }
   }
+  // Test seam: a reader starved of CPU for a while (README, Tests).
+  if (uint32_t ms = test_seams::reader_pause_ms()) usleep(ms * 1000u);
   // 6. Report until told to stop, then save what is pending, detach, and
   //    summarise once every record before the summary is written.
   loop();
   const uint64_t stop_ns = monotonic_ns();
+  detector_->drain_captures();
   detector_->drain();
   if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
   if (traces_) traces_->shutdown();
@@ -230,6 +236,7 @@ DetectorConfig detector_config(const Options& opts) {
     cfg.sample_window_ns = cfg.threshold_ns +
                            uint64_t(opts.jank.sample_count) * opts.jank.sample_interval_ms * 1'000'000;
     cfg.offcpu = true;
+    cfg.offcpu_rate = opts.offcpu_rate;
   }
   if (opts.jank.trace_enabled()) cfg.trace_ns = uint64_t{opts.trace_threshold_ms} * 1'000'000;
   cfg.all_threads = opts.threads == ThreadScope::All;
@@ -251,15 +258,20 @@ bool Monitor::start_detector() {
     log::error("%s", error.c_str());
     return false;
   }
-  for (pid_t pid : opts_.pids) detector_->add_target(pid);
+  for (pid_t pid : opts_.pids)
+    if (!detector_->add_target(pid)) {
+      log::error("--pid %d: no room for it in the procs map: %s", pid, strerror(errno));
+      return false;
+    }
   if (metrics_)
     metrics_->set_live([d = detector_.get()] {
       auto ks = d->kernel_stats();
       return MetricsLive{ks.ringbuf_drops, ks.tasks};
     });
   if (!attach_markers()) return false;
-  if (!epoll_add(epoll_.get(), detector_->ready_fd(), kTagRing)) {
-    log::error("cannot watch the ring buffer: %s", strerror(errno));
+  if (!epoll_add(epoll_.get(), detector_->ready_fd(), kTagRing) ||
+      (detector_->captures_fd() >= 0 && !epoll_add(epoll_.get(), detector_->captures_fd(), kTagOffcpuRing))) {
+    log::error("cannot watch the ring buffers: %s", strerror(errno));
     return false;
   }
   return true;
@@ -406,17 +418,24 @@ void Monitor::on_lease() {
 void Monitor::loop() {
   epoll_event events[16];
   while (running_) {
-    int n = epoll_wait(epoll_.get(), events, 16, -1);
+    int n = epoll_wait(epoll_.get(), events, 16, kDropCheckMs);
     if (n < 0) {
       if (errno == EINTR) continue;
       log::error("epoll_wait: %s", strerror(errno));
       return;
+    }
+    if (monotonic_ns() - drops_checked_ns_ >= kDropCheckMs * 1'000'000ull) {
+      drops_checked_ns_ = monotonic_ns();
+      drop_notices_.check(detector_->kernel_stats());
     }
     for (int i = 0; i < n; i++) {
       uint64_t tag = events[i].data.u64;
       switch (tag & kTagMask) {
         case kTagRing:
           detector_->drain();
+          break;
+        case kTagOffcpuRing:
+          detector_->drain_captures();
           break;
         case kTagSignal: {
           signalfd_siginfo si;
@@ -557,6 +576,8 @@ void Monitor::on_task(const jb_task_event& e) {
       break;
   }
   // A jank or a hang: the reporter adds stacks and logs, then writes it.
+  // Its off-CPU captures came before it, on their own ring.
+  detector_->drain_captures();
   if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
   Reporter::TaskContext ctx;
   ctx.begin_ns = e.begin_ns;
@@ -599,6 +620,9 @@ void Monitor::emit_summary() {
   s.offcpu_stash_full = ks.stash_full;
   s.procs_untracked = ks.procs_full;
   s.scan_set_full = ks.scan_full;
+  s.offcpu_ring_full = ks.offcpu_ring_full;
+  s.offcpu_rate_limited = ks.offcpu_rate_limited;
+  s.timers_map_full = ks.timers_map_full;
   s.marker_sites = static_cast<uint64_t>(detector_->marker_links());
   for (auto& p : detector_->program_stats()) s.bpf.push_back({p.name, p.run_cnt, p.run_time_ns});
   rusage ru{};
@@ -607,7 +631,8 @@ void Monitor::emit_summary() {
   s.cpu_sys_s = static_cast<double>(ru.ru_stime.tv_sec) + ru.ru_stime.tv_usec / 1e6;
   s.max_rss_kb = ru.ru_maxrss;
   sinks_.emit(s);
-  if (ks.ringbuf_drops) log::warn("%llu events lost (ring buffer full)", (unsigned long long)ks.ringbuf_drops);
+  drop_notices_.check(ks);  // a loss first counted since the last look
+  if (ks.ringbuf_drops) log::warn("%llu events lost (the events ring was full)", (unsigned long long)ks.ringbuf_drops);
   if (malformed_) log::warn("%llu malformed records ignored", (unsigned long long)malformed_);
   if (out_->write_errors()) log::warn("%llu records could not be written", (unsigned long long)out_->write_errors());
 }

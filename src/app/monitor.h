@@ -89,6 +89,8 @@ class Monitor {
 
   // Counted for the summary.
   uint64_t janks_ = 0, hangs_ = 0, exits_ = 0, malformed_ = 0;
+  DropNotices drop_notices_;        // the first loss of each kind, on stderr
+  uint64_t drops_checked_ns_ = 0;   // last look at the kernel's loss counters
 
   // --metrics: last, so the server (which reads the detector's counters)
   // stops before anything it reads is destroyed.

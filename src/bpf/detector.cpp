@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "arch/arch.h"
+#include "bpf/test_seams.h"
 #include "jank.skel.h"
 #include "jankbpf/events.h"
 #include "jankbpf/hooks.h"
@@ -169,6 +170,7 @@ void Detector::LinkDeleter::operator()(bpf_link* l) const { bpf_link__destroy(l)
 Detector::~Detector() {
   const uint64_t t0 = monotonic_ns();
   rb_.reset();
+  captures_rb_.reset();
   std::vector<bpf_link*> links;
   if (skel_ && skel_->skeleton) {
     for (int i = 0; i < skel_->skeleton->prog_cnt; i++) {
@@ -338,6 +340,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const btf* vmli
   ro->sample_window_ns = cfg.sample_window_ns;
   offcpu_ = plan.offcpu;
   ro->offcpu_enabled = offcpu_;
+  ro->offcpu_rate = cfg.offcpu_rate;
   ro->trace_ns = cfg.trace_ns;
   stacks_ = cfg.early_ns != 0;
   markers_ = cfg.markers;
@@ -348,9 +351,16 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const btf* vmli
   // The maps that do not hold the state are kept, unused, at one entry;
   // the tid stash holds ~17 KB an entry, preallocated: room for 256
   // threads asleep inside a task at once.
-  bpf_map__set_max_entries(skel_->maps.threads, plan.state_in_task ? 1 : 16384);
+  // A test seam may shrink the maps that fill with the machine's threads.
+  const uint32_t cap = test_seams::map_entries() ? test_seams::map_entries() : 16384;
+  bpf_map__set_max_entries(skel_->maps.threads, plan.state_in_task ? 1 : cap);
+  bpf_map__set_max_entries(skel_->maps.timers, cap);
+  bpf_map__set_max_entries(skel_->maps.procs, cap);
   bpf_map__set_max_entries(skel_->maps.in_task, plan.mode == WatchdogMode::Scan ? 1024 : 1);
   bpf_map__set_max_entries(skel_->maps.offcpu_stash_tid, plan.offcpu && !plan.state_in_task ? 256 : 1);
+  // One token bucket per process capturing now (LRU: an old one just goes).
+  bpf_map__set_max_entries(skel_->maps.offcpu_bucket, plan.offcpu && cfg.offcpu_rate ? 4096 : 1);
+  if (test_seams::one_ring() && !share_one_ring(error)) return false;
   select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, vmlinux);
 
   if (int err = jank_bpf__load(skel_.get())) {
@@ -380,19 +390,38 @@ bool Detector::attach(std::string* error) {
   bpf_object__for_each_program(prog, skel_->obj) attached_ += bpf_program__autoload(prog);
   if (mode_ == WatchdogMode::Scan && !attach_scan_tick(error)) return false;
 
-  rb_.reset(ring_buffer__new(
-      bpf_map__fd(skel_->maps.events),
-      [](void* ctx, void* data, size_t size) -> int {
-        auto* self = static_cast<Detector*>(ctx);
-        self->handler_({static_cast<const uint8_t*>(data), size});
-        return 0;
-      },
-      this, nullptr));
-  if (!rb_) {
-    *error = std::string("cannot set up the ring buffer: ") + strerror(errno);
+  auto reader = [this](bpf_map* map) {
+    return ring_buffer__new(
+        bpf_map__fd(map),
+        [](void* ctx, void* data, size_t size) -> int {
+          auto* self = static_cast<Detector*>(ctx);
+          self->handler_({static_cast<const uint8_t*>(data), size});
+          return 0;
+        },
+        this, nullptr);
+  };
+  rb_.reset(reader(skel_->maps.events));
+  if (rb_ && !test_seams::one_ring()) captures_rb_.reset(reader(skel_->maps.captures));
+  if (!rb_ || (!captures_rb_ && !test_seams::one_ring())) {
+    *error = std::string("cannot set up the ring buffers: ") + strerror(errno);
     return false;
   }
   return true;
+}
+
+// Test seam: the events and captures maps made one 4 MB ring, as before the
+// captures had a ring of their own.
+bool Detector::share_one_ring(std::string* error) {
+  int fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "jb_one_ring", 0, 0, 4 << 20, nullptr);
+  if (fd < 0) {
+    *error = std::string("cannot create the shared ring: ") + strerror(errno);
+    return false;
+  }
+  int err = bpf_map__reuse_fd(skel_->maps.events, fd);
+  if (!err) err = bpf_map__reuse_fd(skel_->maps.captures, fd);
+  close(fd);  // reuse_fd holds its own copies
+  if (err) *error = std::string("cannot share one ring: ") + strerror(-err);
+  return !err;
 }
 
 // The scan watchdog: one cpu-clock event on the first online CPU, 5 ms
@@ -476,6 +505,10 @@ int Detector::ready_fd() const { return ring_buffer__epoll_fd(rb_.get()); }
 
 int Detector::drain() { return ring_buffer__consume(rb_.get()); }
 
+int Detector::captures_fd() const { return captures_rb_ ? ring_buffer__epoll_fd(captures_rb_.get()) : -1; }
+
+int Detector::drain_captures() { return captures_rb_ ? ring_buffer__consume(captures_rb_.get()) : 0; }
+
 bool Detector::add_target(pid_t pid) {
   jb_proc p{};
   p.flags = JB_PROCF_TARGET;
@@ -483,31 +516,7 @@ bool Detector::add_target(pid_t pid) {
   return bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &p, sizeof p, BPF_ANY) == 0;
 }
 
-KernelStats Detector::kernel_stats() const {
-  KernelStats s;
-  int ncpu = libbpf_num_possible_cpus();
-  if (ncpu <= 0) return s;
-  std::vector<uint64_t> values(ncpu);
-  auto sum = [&](uint32_t key) -> uint64_t {
-    if (bpf_map__lookup_elem(skel_->maps.stats, &key, sizeof key, values.data(),
-                             values.size() * sizeof(uint64_t), 0))
-      return 0;
-    uint64_t total = 0;
-    for (auto v : values) total += v;
-    return total;
-  };
-  s.tasks = sum(JB_STAT_TASKS);
-  s.ringbuf_drops = sum(JB_STAT_RB_DROPS);
-  s.threads_map_full = sum(JB_STAT_THREADS_FULL);
-  s.timer_failures = sum(JB_STAT_TIMER_FAIL);
-  s.samples = sum(JB_STAT_SAMPLES);
-  s.offcpu = sum(JB_STAT_OFFCPU);
-  s.unseen_switches = sum(JB_STAT_UNSEEN_SWITCH);
-  s.stash_full = sum(JB_STAT_STASH_FULL);
-  s.procs_full = sum(JB_STAT_PROCS_FULL);
-  s.scan_full = sum(JB_STAT_SCAN_FULL);
-  return s;
-}
+KernelStats Detector::kernel_stats() const { return read_kernel_stats(bpf_map__fd(skel_->maps.stats)); }
 
 std::vector<ProgramStats> Detector::program_stats() const {
   std::vector<ProgramStats> out;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bpf/features.h"
+#include "bpf/kernel_stats.h"
 #include "bpf/modes.h"
 #include "util/fd.h"
 
@@ -39,22 +40,9 @@ struct DetectorConfig {
   uint64_t sample_period_ns = 10'000'000;
   uint64_t sample_window_ns = 0;
   bool offcpu = false;  // off-CPU captures (sched_switch stashes, the watchdog sends)
+  uint32_t offcpu_rate = 100;  // off-CPU captures a second per process (0: no limit)
   uint64_t trace_ns = 0;  // trace bound (0: no JB_EV_TRACE records)
   bool markers = false;   // load the marker programs (attach_uprobe/attach_usdt)
-};
-
-// Counters kept in the kernel, summed over CPUs.
-struct KernelStats {
-  uint64_t tasks = 0;
-  uint64_t ringbuf_drops = 0;
-  uint64_t threads_map_full = 0;
-  uint64_t timer_failures = 0;
-  uint64_t samples = 0;
-  uint64_t offcpu = 0;
-  uint64_t unseen_switches = 0;
-  uint64_t stash_full = 0;  // off-CPU captures not made: the tid stash was full
-  uint64_t procs_full = 0;  // janked processes whose exit goes unreported: map full
-  uint64_t scan_full = 0;   // tasks the scan watchdog could not follow live
 };
 
 // bpf_stats of one program (zero unless kernel.bpf_stats_enabled is set).
@@ -78,10 +66,16 @@ class Detector {
   Detector(const Detector&) = delete;
   Detector& operator=(const Detector&) = delete;
 
-  // An fd that becomes readable when records are waiting (for epoll).
+  // Two rings, read apart so small records never wait behind captures:
+  // fds that become readable when records are waiting (for epoll), and
+  // drains that hand every waiting record to the handler (how many, or
+  // -errno). captures_fd() is -1 when the captures share the events ring
+  // (test_seams::one_ring). A jank's captures precede it on their ring:
+  // drain_captures() before handling it.
   int ready_fd() const;
-  // Hands every waiting record to the handler; returns how many, or -errno.
+  int captures_fd() const;
   int drain();
+  int drain_captures();
   // Watch this process (with filter_pids), or just report its exit.
   bool add_target(pid_t pid);
   // Markers (cfg.markers): a begin or end program at a function's entry
@@ -121,6 +115,7 @@ class Detector {
   bool attach(std::string* error);
   bool attach_scan_tick(std::string* error);
   bool keep_marker_link(bpf_link* link, std::string* error);
+  bool share_one_ring(std::string* error);
 
   struct SkelDeleter { void operator()(jank_bpf* s) const; };
   struct RingDeleter { void operator()(ring_buffer* r) const; };
@@ -128,7 +123,7 @@ class Detector {
 
   // Order matters: links and the ring buffer go before the skeleton.
   std::unique_ptr<jank_bpf, SkelDeleter> skel_;
-  std::unique_ptr<ring_buffer, RingDeleter> rb_;
+  std::unique_ptr<ring_buffer, RingDeleter> rb_, captures_rb_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> extra_links_;
   RecordHandler handler_;
   WatchdogMode mode_ = WatchdogMode::Auto;

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "jankbpf/rate.h"
 #include "version.h"
 
 #include <algorithm>
@@ -142,6 +143,10 @@ ParseOutcome parse_options(int argc, char** argv) {
                  "One stack per this many ms of a long task, 1..1000 (default 10)")
       ->check(CLI::Range(1u, 1000u))
       ->type_name("MS");
+  app.add_option("--offcpu-rate", o.offcpu_rate,
+                 "Off-CPU stack captures per second per process, 0..100000, 0: no limit (default 100)")
+      ->check(CLI::Range(0u, uint32_t{JB_RATE_MAX}))
+      ->type_name("N");
   double duration = 0;
   auto* dur = app.add_option("-d,--duration", duration, "Stop after S seconds")
                   ->check(CLI::Range(0.001, 31536000.0))

@@ -152,7 +152,7 @@ std::string MetricsOutput::render() {
     out += "jankbpf_jank_duration_seconds_count{" + l + "} " + std::to_string(s.count) + "\n";
   }
 
-  family(out, "jankbpf_lost_events_total", "counter", "Kernel records lost because the BPF ring buffer was full.");
+  family(out, "jankbpf_lost_events_total", "counter", "Kernel records (janks, hangs, exits) lost because the events ring was full.");
   out += "jankbpf_lost_events_total " + std::to_string(live.lost_events) + "\n";
   family(out, "jankbpf_tasks_checked_total", "counter", "Tasks that ended on a watched thread, long or not (counted in the kernel).");
   out += "jankbpf_tasks_checked_total " + std::to_string(live.tasks_checked) + "\n";

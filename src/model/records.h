@@ -150,6 +150,9 @@ struct SummaryRecord {
   uint64_t offcpu_stash_full = 0;             // off-CPU captures not made: stash full
   uint64_t procs_untracked = 0;               // janked processes whose exit is not reported: map full
   uint64_t scan_set_full = 0;                 // tasks the scan watchdog could not follow live
+  uint64_t offcpu_ring_full = 0;              // off-CPU captures and wakers lost: captures ring full
+  uint64_t offcpu_rate_limited = 0;           // off-CPU captures not taken: over --offcpu-rate
+  uint64_t timers_map_full = 0;               // watchdog timers not made: timers map full
   std::vector<ProgramCost> bpf;  // per-program cost (with kernel.bpf_stats_enabled)
   uint64_t samples = 0;          // stacks let through by the kernel (on-CPU)
   uint64_t offcpu_captures = 0;

@@ -138,6 +138,9 @@ std::string to_json_line(const SummaryRecord& r) {
   j["offcpu_stash_full"] = r.offcpu_stash_full;
   j["procs_untracked"] = r.procs_untracked;
   j["scan_set_full"] = r.scan_set_full;
+  j["offcpu_ring_full"] = r.offcpu_ring_full;
+  j["offcpu_rate_limited"] = r.offcpu_rate_limited;
+  j["timers_map_full"] = r.timers_map_full;
   Json bpf = Json::array();
   for (const auto& p : r.bpf)
     bpf.push_back(Json{{"name", p.name}, {"run_cnt", p.run_cnt}, {"run_time_ns", p.run_time_ns}});

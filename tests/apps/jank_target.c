@@ -95,8 +95,9 @@ static const struct {
 /* ------------------------------------------------------------------------ */
 /* script                                                                    */
 
-enum step_kind { K_SPIN, K_SLEEP, K_IO, K_RUNNABLE, K_SHORT, K_STUCK, K_EXIT, K_LATE };
-static const char *const kind_names[] = {"spin", "sleep", "io", "runnable", "short", "stuck", "exit", "late"};
+enum step_kind { K_SPIN, K_SLEEP, K_IO, K_RUNNABLE, K_SHORT, K_STUCK, K_EXIT, K_LATE, K_NAPS };
+static const char *const kind_names[] = {"spin", "sleep", "io", "runnable", "short", "stuck", "exit", "late",
+					 "naps"};
 #define N_KINDS (int)(sizeof(kind_names) / sizeof(kind_names[0]))
 
 struct step {
@@ -679,6 +680,7 @@ struct record {
 	uint64_t max_dur, min_dur, sum_dur;
 	long io_ops;
 	uint64_t io_bytes;
+	long naps;
 	int cpu;
 	uint64_t wake;  /* late: when the timer that ended the wait fired */
 	struct meas m0, m1;
@@ -722,6 +724,8 @@ static void emit_record(struct loop *L, struct record *R)
 			 R->count, R->max_dur, R->min_dur, R->sum_dur);
 	else if (k == K_IO)
 		snprintf(extra, sizeof(extra), ",\"io_ops\":%ld,\"io_bytes\":%" PRIu64, R->io_ops, R->io_bytes);
+	else if (k == K_NAPS)
+		snprintf(extra, sizeof(extra), ",\"naps\":%ld", R->naps);
 	else if (k == K_RUNNABLE)
 		snprintf(extra, sizeof(extra), ",\"cpu\":%d,\"method\":\"%s\"", R->cpu,
 			 L->hog_fifo ? "fifo" : "idle");
@@ -754,6 +758,14 @@ static void run_body(struct loop *L, struct record *R, uint64_t t0)
 		break;
 	case K_IO:
 		do_io(L, deadline, &R->io_ops, &R->io_bytes);
+		break;
+	case K_NAPS: /* a blocking switch-out (an off-CPU capture) every ~1 ms */
+		while (now_ns() < deadline) {
+			ts.tv_sec = 0;
+			ts.tv_nsec = 1000000;
+			nanosleep(&ts, NULL);
+			R->naps++;
+		}
 		break;
 	case K_RUNNABLE:
 		R->cpu = do_runnable(L, deadline);
@@ -1027,10 +1039,10 @@ static void parse_script(const char *text, struct script *out, const char *what)
 			if (!strcmp(tok, kind_names[k]))
 				break;
 		if (k == N_KINDS)
-			bad_usage("%s: unknown step '%s' (spin, sleep, io, runnable, short, stuck, exit, late)", what, tok);
+			bad_usage("%s: unknown step '%s' (spin, sleep, io, runnable, short, stuck, exit, late, naps)", what, tok);
 		st.kind = (enum step_kind)k;
 		switch (st.kind) {
-		case K_SPIN: case K_SLEEP: case K_IO: case K_RUNNABLE:
+		case K_SPIN: case K_SLEEP: case K_IO: case K_RUNNABLE: case K_NAPS:
 			if (!colon)
 				bad_usage("%s: '%s' needs a duration, e.g. %s:200", what, tok, tok);
 			st.arg = parse_long(colon, "duration (ms)", 1, 3600 * 1000);
@@ -1094,6 +1106,8 @@ static void usage(FILE *f)
 "Steps (a task each; xN repeats a step N times, with gaps):\n"
 "  spin:MS      burn CPU for MS ms                       running\n"
 "  sleep:MS     nanosleep MS ms inside the task          sleeping (S)\n"
+"  naps:MS      1 ms nanosleeps for MS ms (many switch-outs); its line adds\n"
+"               \"naps\": how many                          sleeping (S)\n"
 "  io:MS        O_DIRECT reads for MS ms                 blocked_io (D)\n"
 "  runnable:MS  preempted by a pinned SCHED_FIFO hog     runnable\n"
 "  short:N      N back-to-back ~20 us tasks (eventfd), one summary line\n"

@@ -52,6 +52,7 @@ TARGET = os.path.join(BUILD, "tests", "jank_target")
 DOMINANT_STATE = {
     "spin": "running",
     "sleep": "sleeping",
+    "naps": "sleeping",
     "io": "blocked_io",
     "runnable": "runnable",
     "stuck": "sleeping",
@@ -89,7 +90,7 @@ def estimate_seconds(script: str, gap_ms: int = 100, start_delay: float = 0.0) -
         if x and head and tail.isdigit():
             step, rep = head, int(tail)
         kind, _, arg = step.partition(":")
-        ms = int(arg) if kind in ("spin", "sleep", "io", "runnable") else 0
+        ms = int(arg) if kind in ("spin", "sleep", "io", "runnable", "naps") else 0
         if kind == "late":
             d, _, spin = arg.partition(":")
             ms = int(d) + 25 + int(spin or 200)

@@ -41,7 +41,11 @@ TEST_CASE("defaults follow the seed", "[cli]") {
   CHECK(r.options->hang_ms == 3000);
   CHECK(r.options->jank.ignore_startup_time_s == 10);
   CHECK(r.options->threads == ThreadScope::Main);
+  CHECK(r.options->offcpu_rate == 100);
   CHECK(r.options->system_wide());
+  auto unlimited = parse({"--offcpu-rate", "0"});
+  REQUIRE(unlimited.options);
+  CHECK(unlimited.options->offcpu_rate == 0);
 }
 
 TEST_CASE("targets and values parse", "[cli]") {
@@ -79,6 +83,9 @@ TEST_CASE("bad usage exits 2 with a message naming the problem", "[cli]") {
       {{"--threshold", "500", "--trace-threshold", "450"}, "--trace-threshold"},
       {{"--comm", "a-very-long-process-name"}, "15 characters"},
       {{"--duration", "0"}, "--duration"},
+      {{"--offcpu-rate", "100001"}, "--offcpu-rate"},
+      {{"--offcpu-rate", "-1"}, "--offcpu-rate"},
+      {{"--offcpu-rate", "many"}, "--offcpu-rate"},
       {{"--bogus"}, "unknown option '--bogus'"},
       // A misspelt flag is unknown, never a command (it was once run as one).
       {{"--pid", "1", "--treshold", "100"}, "unknown option '--treshold' (did you mean --threshold?)"},
@@ -145,10 +152,16 @@ TEST_CASE("exit and summary records", "[output]") {
   CHECK(j["exit_code"] == 3);
   SummaryRecord s;
   s.lost_events = 5;
+  s.offcpu_ring_full = 6;
+  s.offcpu_rate_limited = 7;
+  s.timers_map_full = 8;
   s.bpf.push_back({"p", 1, 2});
   auto k = nlohmann::json::parse(to_json_line(s));
   CHECK(k["type"] == "summary");
   CHECK(k["lost_events"] == 5);
+  CHECK(k["offcpu_ring_full"] == 6);
+  CHECK(k["offcpu_rate_limited"] == 7);
+  CHECK(k["timers_map_full"] == 8);
   CHECK(k["bpf"][0]["name"] == "p");
 }
 

@@ -1,0 +1,44 @@
+#include "bpf/test_seams.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "util/log.h"
+
+namespace jankbpf::test_seams {
+namespace {
+
+// A decimal in [1, max], or 0 (unset, or said to be bad and ignored).
+uint32_t env_number(const char* name, uint32_t max) {
+  const char* v = getenv(name);
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long n = strtoul(v, &end, 10);
+  if (errno || *end || n < 1 || n > max || v[0] == '-') {
+    log::warn("%s='%s' ignored: a test seam that wants a number from 1 to %u", name, v, max);
+    return 0;
+  }
+  log::warn("test seam %s=%lu in effect", name, n);
+  return static_cast<uint32_t>(n);
+}
+
+}  // namespace
+
+// Read once: the detector may load several times (see load_best).
+uint32_t map_entries() {
+  static const uint32_t n = env_number("JANKBPF_MAP_ENTRIES", 1u << 20);
+  return n;
+}
+
+bool one_ring() {
+  static const bool on = env_number("JANKBPF_TEST_ONE_RING", 1) == 1;
+  return on;
+}
+
+uint32_t reader_pause_ms() {
+  static const uint32_t n = env_number("JANKBPF_TEST_READER_PAUSE_MS", 60000);
+  return n;
+}
+
+}  // namespace jankbpf::test_seams

@@ -1,0 +1,22 @@
+// Test seams: environment variables that only the tests (tests/e2e) set,
+// to reach states a real machine reaches only under rare load. Documented
+// in README (Tests); a bad value is said on stderr and ignored.
+//
+//   JANKBPF_MAP_ENTRIES=N          the threads, timers and procs maps get at
+//                                  most N entries (map-full paths)
+//   JANKBPF_TEST_ONE_RING=1        off-CPU captures share the events ring,
+//                                  the layout before the captures ring
+//                                  (the contrast in test_capture_ring.py)
+//   JANKBPF_TEST_READER_PAUSE_MS=N the monitor reads no ring for N ms after
+//                                  attaching, like a jankbpf starved of CPU
+#pragma once
+
+#include <cstdint>
+
+namespace jankbpf::test_seams {
+
+uint32_t map_entries();       // 0: not set
+bool one_ring();
+uint32_t reader_pause_ms();   // 0: not set
+
+}  // namespace jankbpf::test_seams
