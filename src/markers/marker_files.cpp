@@ -35,6 +35,11 @@ size_t MarkerFiles::files_of(pid_t pid) const {
   return it == by_pid_.end() ? 0 : it->second.size();
 }
 
+std::set<FileId> MarkerFiles::used_by(pid_t pid) const {
+  auto it = by_pid_.find(pid);
+  return it == by_pid_.end() ? std::set<FileId>{} : it->second;
+}
+
 std::vector<MarkerFiles::Released> MarkerFiles::drop(pid_t pid, const std::set<FileId>& still) {
   std::vector<Released> out;
   auto p = by_pid_.find(pid);

@@ -51,6 +51,8 @@ class MarkerFiles {
   bool has_user(pid_t pid) const { return by_pid_.count(pid) != 0; }
   size_t live() const { return entries_.size(); }
   size_t files_of(pid_t pid) const;
+  // The files `pid` is a user of.
+  std::set<FileId> used_by(pid_t pid) const;
   void refused() { refused_++; }
   uint64_t capped_count() const { return capped_; }
   uint64_t refused_count() const { return refused_; }

@@ -349,8 +349,14 @@ ProcessPlan MarkerTable::plan_for_process(pid_t pid, std::vector<std::string>* n
     open_.clear();
     files_.planned(file->id(), std::move(ids), std::move(sites));
   }
-  // An exec: the files it no longer maps.
-  forget_released(files_.drop(pid, now), &out.release);
+  // An exec: the files it no longer maps, by inode (a file renamed or
+  // deleted since is still mapped under another name).
+  std::set<uint64_t> inodes;
+  for (const auto& m : maps.entries())
+    if (m.x) inodes.insert(m.inode);
+  for (const FileId& f : files_.used_by(pid))
+    if (inodes.count(f.ino)) now.insert(f);
+  if (!maps.empty()) forget_released(files_.drop(pid, now), &out.release);
   out.watch_exit = files_.has_user(pid);
   return out;
 }
