@@ -455,14 +455,12 @@ bool Detector::keep_marker_link(bpf_link* link, std::string* error, uint64_t* id
     *error = std::string(strerror(err)) + (why.empty() ? "" : " (" + why + ")");
     return false;
   }
-  uint64_t kept = marker_links_.keep(link);
-  if (id) *id = kept;
+  if (uint64_t kept = marker_links_.keep(link); id) *id = kept;
   return true;
 }
 
 bool Detector::attach_usdt(const std::string& binary, const std::string& provider,
-                           const std::string& name, bool begin, uint64_t cookie, std::string* error,
-                           uint64_t* id) {
+                           const std::string& name, bool begin, uint64_t cookie, std::string* error, uint64_t* id) {
   if (!markers_) {
     *error = "marker programs not loaded";
     return false;
