@@ -52,6 +52,7 @@ void Monitor::on_tracked(pid_t pid, pid_t tid, uint64_t proc_start_ns) {
   // The pidfd before the maps: the maps read are this process's, whose
   // exit the pidfd then reports (a pid reused in between is read instead).
   Fd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+  const int pidfd_errno = pidfd ? 0 : errno;
   std::vector<std::string> notes;
   ProcessPlan plan = markers_.plan_for_process(pid, &notes);
   tracked_.insert({pid, proc_start_ns});
@@ -74,9 +75,16 @@ void Monitor::on_tracked(pid_t pid, pid_t tid, uint64_t proc_start_ns) {
   }
   plan.attach.clear();  // closes the descriptors
   if (!plan.release.empty()) detector_->release_marker_links(plan.release);
-  if (plan.watch_exit && pidfd) watch_marker_user(pid, std::move(pidfd));
-  else if (plan.watch_exit)  // no pidfd (ENOSYS, or gone already): nothing will say it exited
-    detector_->release_marker_links(markers_.process_gone(pid));
+  if (plan.watch_exit && pidfd) {
+    watch_marker_user(pid, std::move(pidfd));
+  } else if (plan.watch_exit && pidfd_errno == ESRCH) {
+    detector_->release_marker_links(markers_.process_gone(pid));  // gone already
+  } else if (plan.watch_exit) {
+    // No pidfd (ENOSYS, EMFILE): its files stay attached, within the caps,
+    // rather than be detached from a process still running.
+    log::info("pid %d: cannot watch its exit (%s): its marker files stay attached", pid,
+              strerror(pidfd_errno));
+  }
 }
 
 void Monitor::watch_marker_user(pid_t pid, Fd pidfd) {
