@@ -29,6 +29,7 @@ constexpr uint64_t kTagRing = 1ULL << 40, kTagSignal = 2ULL << 40, kTagDeadline 
                    kTagLease = 4ULL << 40, kTagTraceDeadline = 5ULL << 40,
                    kTagCapture = 6ULL << 40, kTagSampler = 7ULL << 40, kTagOffcpuRing = 8ULL << 40;
 constexpr uint64_t kTagMask = 0xffULL << 40;
+static_assert((Monitor::kTagMarkerUser & kTagMask) == Monitor::kTagMarkerUser);
 
 // How long the reporter may take to write what is queued once a stop is
 // requested (SIGINT, SIGTERM, --duration): the whole stop stays under 1 s.
@@ -57,6 +58,8 @@ bool epoll_add(int epfd, int fd, uint64_t tag) {
 Monitor::Monitor(Options opts, std::unique_ptr<JsonLinesOutput> out)
     : opts_(std::move(opts)), out_(std::move(out)) {
   sinks_.add(*out_);
+  if (const char* d = getenv("JANKBPF_TEST_MARKER_ATTACH_DELAY_MS"))
+    marker_attach_delay_ms_ = static_cast<uint32_t>(std::min(strtoul(d, nullptr, 10), 60'000ul));
 }
 
 int Monitor::run() {
@@ -277,48 +280,6 @@ bool Monitor::start_detector() {
   return true;
 }
 
-// Each marker's probe sites, once per site, in every process that runs the
-// binary (now or later): the kernel filters by the watched threads.
-bool Monitor::attach_marker(const ProbeAttachment& a, std::string* error) {
-  return a.kind == ProbeSpec::Kind::Usdt
-             ? detector_->attach_usdt(a.binary, a.provider, a.name, a.begin, a.cookie, error)
-             : detector_->attach_uprobe(a.binary, a.offset, a.kind == ProbeSpec::Kind::Uretprobe,
-                                        a.begin, a.cookie, error);
-}
-
-bool Monitor::attach_markers() {
-  for (const auto& a : markers_.attachments()) {
-    std::string error;
-    if (!attach_marker(a, &error)) {
-      log::error("cannot attach the marker %s: %s", a.describe().c_str(), error.c_str());
-      return false;
-    }
-    log::info("marker: %s", a.describe().c_str());
-  }
-  return true;
-}
-
-// A process is watched from now (its first wait or marker, or its first
-// since an exec): the marked binaries it maps that no probe covers yet --
-// its own copy in a container, a file replaced on disk, a program it
-// exec'd -- get probes of their own, system-wide like the first ones.
-void Monitor::on_tracked(pid_t pid, pid_t tid, uint64_t proc_start_ns) {
-  if (markers_.empty()) return;
-  if (tracked_.size() > 100'000) tracked_.clear();
-  // Once per process; but an exec keeps the pid and the start time, and
-  // it is the main thread that is tracked afresh then: look again.
-  if (tid != pid && tracked_.count({pid, proc_start_ns})) return;
-  std::vector<std::string> notes;
-  auto fresh = markers_.plan_for_process(pid, &notes);
-  tracked_.insert({pid, proc_start_ns});
-  for (const auto& n : notes) log::info("%s", n.c_str());
-  for (const auto& a : fresh) {
-    std::string error;
-    if (!attach_marker(a, &error))
-      log::warn("cannot attach the marker %s: %s", a.describe().c_str(), error.c_str());
-  }
-}
-
 // The line scripts and benchmarks wait for: everything is in place now.
 void Monitor::announce_attached() {
   const char* scope = opts_.threads == ThreadScope::All ? "all threads" : "main threads";
@@ -329,7 +290,7 @@ void Monitor::announce_attached() {
   std::string marks;
   if (!markers_.empty())
     marks = "; " + std::to_string(markers_.markers().size()) + " marker(s) at " +
-            std::to_string(detector_->marker_links()) + " probe site(s)";
+            std::to_string(detector_->marker_links().live()) + " probe site(s)";
   log::status("attached: %d BPF programs, watchdog=%s, waits by %ss; watching %s of %s, threshold %u ms%s",
               detector_->programs_attached(), detector_->watchdog_name(), detector_->hooks_name(), scope, what.c_str(),
               opts_.threshold_ms, marks.c_str());
@@ -477,6 +438,9 @@ void Monitor::loop() {
           if (int fd = traces_->capture_fd(); fd >= 0 && epoll_add(epoll_.get(), fd, kTagCapture))
             capture_fd_ = fd;
           break;
+        case Monitor::kTagMarkerUser:
+          on_marker_user_gone(static_cast<int>(tag & ~kTagMask));
+          break;
         case kTagCapture:
           epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, capture_fd_, nullptr);
           capture_fd_ = -1;
@@ -623,7 +587,10 @@ void Monitor::emit_summary() {
   s.offcpu_ring_full = ks.offcpu_ring_full;
   s.offcpu_rate_limited = ks.offcpu_rate_limited;
   s.timers_map_full = ks.timers_map_full;
-  s.marker_sites = static_cast<uint64_t>(detector_->marker_links());
+  s.marker_sites = detector_->marker_links().attached();
+  s.marker_sites_released = detector_->marker_links().released();
+  s.marker_files_capped = markers_.files().capped_count();
+  s.marker_files_refused = markers_.files().refused_count();
   for (auto& p : detector_->program_stats()) s.bpf.push_back({p.name, p.run_cnt, p.run_time_ns});
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);

@@ -33,6 +33,7 @@ DetectorConfig detector_config(const Options& opts);
 
 class Monitor {
  public:
+  static constexpr uint64_t kTagMarkerUser = 9ULL << 40;  // epoll tag | a marker user's pidfd
   Monitor(Options opts, std::unique_ptr<JsonLinesOutput> out);
   // Runs until a signal, --duration, the targets' exit or the command's
   // exit. Returns the process exit status.
@@ -44,8 +45,10 @@ class Monitor {
   bool setup_loop();
   bool start_detector();
   bool attach_markers();
-  bool attach_marker(const ProbeAttachment& a, std::string* error);
+  bool attach_marker(const ProbeAttachment& a, std::string* error, uint64_t* link = nullptr);
   void on_tracked(pid_t pid, pid_t tid, uint64_t proc_start_ns);
+  void watch_marker_user(pid_t pid, Fd pidfd);
+  void on_marker_user_gone(int pidfd);
   bool start_metrics();
   bool start_stacks();
   void start_traces();
@@ -68,6 +71,8 @@ class Monitor {
   EpochClock clock_;
   MarkerTable markers_;
   std::set<std::pair<pid_t, uint64_t>> tracked_;  // processes whose maps were looked at
+  std::map<int, std::pair<pid_t, Fd>> marker_users_;  // pidfd -> process using planned marker files
+  uint32_t marker_attach_delay_ms_ = 0;  // tests only: JANKBPF_TEST_MARKER_ATTACH_DELAY_MS
   RecordBuilder builder_{clock_, markers_};
   std::unique_ptr<Detector> detector_;
   std::unique_ptr<Reporter> reporter_;

@@ -183,6 +183,7 @@ Detector::~Detector() {
   }
   for (auto& l : extra_links_) links.push_back(l.release());
   extra_links_.clear();
+  for (auto* l : marker_links_.take_all()) links.push_back(l);
   // Side by side: each syscall tracepoint's link waits for RCU grace periods
   // as it goes, so one by one took a second (a worker per link: 0.8 s for
   // 25 links here; 8 workers: 0.93 s).
@@ -461,7 +462,7 @@ std::string last_libbpf_line() {
 }  // namespace
 
 bool Detector::attach_uprobe(const std::string& binary, uint64_t offset, bool retprobe, bool begin,
-                             uint64_t cookie, std::string* error) {
+                             uint64_t cookie, std::string* error, uint64_t* id) {
   if (!markers_) {
     *error = "marker programs not loaded";
     return false;
@@ -471,25 +472,24 @@ bool Detector::attach_uprobe(const std::string& binary, uint64_t offset, bool re
   bpf_link* link = bpf_program__attach_uprobe_opts(
       begin ? skel_->progs.jb_mark_begin : skel_->progs.jb_mark_end, -1, binary.c_str(),
       static_cast<size_t>(offset), &opts);
-  return keep_marker_link(link, error);
+  return keep_marker_link(link, error, id);
 }
 
-// A marker probe's link is kept until exit; a failed attach says why
-// (errno, and libbpf's last message).
-bool Detector::keep_marker_link(bpf_link* link, std::string* error) {
+// A marker probe's link is kept until released or exit; a failed attach
+// says why (errno, and libbpf's last message).
+bool Detector::keep_marker_link(bpf_link* link, std::string* error, uint64_t* id) {
   if (!link) {
     int err = errno;
     std::string why = last_libbpf_line();
     *error = std::string(strerror(err)) + (why.empty() ? "" : " (" + why + ")");
     return false;
   }
-  extra_links_.emplace_back(link);
-  marker_links_++;
+  if (uint64_t kept = marker_links_.keep(link); id) *id = kept;
   return true;
 }
 
 bool Detector::attach_usdt(const std::string& binary, const std::string& provider,
-                           const std::string& name, bool begin, uint64_t cookie, std::string* error) {
+                           const std::string& name, bool begin, uint64_t cookie, std::string* error, uint64_t* id) {
   if (!markers_) {
     *error = "marker programs not loaded";
     return false;
@@ -498,7 +498,7 @@ bool Detector::attach_usdt(const std::string& binary, const std::string& provide
   g_libbpf_last.clear();
   bpf_link* link = bpf_program__attach_usdt(begin ? skel_->progs.jb_usdt_begin : skel_->progs.jb_usdt_end,
                                             -1, binary.c_str(), provider.c_str(), name.c_str(), &opts);
-  return keep_marker_link(link, error);
+  return keep_marker_link(link, error, id);
 }
 
 int Detector::ready_fd() const { return ring_buffer__epoll_fd(rb_.get()); }

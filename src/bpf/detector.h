@@ -14,6 +14,7 @@
 
 #include "bpf/features.h"
 #include "bpf/kernel_stats.h"
+#include "bpf/marker_links.h"
 #include "bpf/modes.h"
 #include "util/fd.h"
 
@@ -81,11 +82,13 @@ class Detector {
   // Markers (cfg.markers): a begin or end program at a function's entry
   // (or return) at file offset `offset` of `binary`, or at a USDT probe,
   // in every process (pid -1). `cookie` is the marker's id and flags.
+  // *link: the link's id, for release_marker_links().
   bool attach_uprobe(const std::string& binary, uint64_t offset, bool retprobe, bool begin,
-                     uint64_t cookie, std::string* error);
+                     uint64_t cookie, std::string* error, uint64_t* link = nullptr);
   bool attach_usdt(const std::string& binary, const std::string& provider, const std::string& name,
-                   bool begin, uint64_t cookie, std::string* error);
-  int marker_links() const { return marker_links_; }
+                   bool begin, uint64_t cookie, std::string* error, uint64_t* link = nullptr);
+  size_t release_marker_links(const std::vector<uint64_t>& ids) { return marker_links_.release(ids); }
+  const MarkerLinks& marker_links() const { return marker_links_; }
 
   KernelStats kernel_stats() const;
   std::vector<ProgramStats> program_stats() const;
@@ -114,7 +117,7 @@ class Detector {
   static bool probe_trampolines(const DetectorConfig& cfg, const btf* vmlinux, FeatureSet* features);
   bool attach(std::string* error);
   bool attach_scan_tick(std::string* error);
-  bool keep_marker_link(bpf_link* link, std::string* error);
+  bool keep_marker_link(bpf_link* link, std::string* error, uint64_t* id);
   bool share_one_ring(std::string* error);
 
   struct SkelDeleter { void operator()(jank_bpf* s) const; };
@@ -125,10 +128,10 @@ class Detector {
   std::unique_ptr<jank_bpf, SkelDeleter> skel_;
   std::unique_ptr<ring_buffer, RingDeleter> rb_, captures_rb_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> extra_links_;
+  MarkerLinks marker_links_;
   RecordHandler handler_;
   WatchdogMode mode_ = WatchdogMode::Auto;
   int attached_ = 0;
-  int marker_links_ = 0;
   bool stacks_ = false, offcpu_ = false, markers_ = false, state_in_task_ = false,
        trampolines_ = false;
 };

@@ -1,13 +1,12 @@
 #include "markers/markers.h"
 
-#include <sys/stat.h>
+#include <signal.h>
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "jankbpf/events.h"
 #include "markers/probe_elf.h"
+#include "stack/elf_image.h"
 #include "stack/maps.h"
 
 namespace jankbpf {
@@ -42,24 +41,69 @@ const MarkerInfo* MarkerTable::find(uint32_t id) const {
 void MarkerTable::push(ProbeAttachment a) {
   std::string where = a.kind == ProbeSpec::Kind::Usdt ? a.provider + ":" + a.name
                                                       : std::to_string(a.offset);
-  auto key = std::make_tuple(static_cast<int>(a.kind), a.binary, where, a.begin);
-  if (sites_.count(key)) return;  // one attachment per site, whoever asked first
-  sites_[key] = attachments_.size();
-  attachments_.push_back(std::move(a));
+  // A site is in a file, whatever name it was reached by.
+  std::string file = a.file ? std::to_string(a.file_id.dev) + ":" + std::to_string(a.file_id.ino) : a.binary;
+  SiteKey key{static_cast<int>(a.kind), file, where, a.begin};
+  if (!sites_.insert(key).second) return;  // one attachment per site, whoever asked first
+  if (new_sites_) new_sites_->push_back(key);
+  sink_->push_back(std::move(a));
+}
+
+uint32_t MarkerTable::new_marker_id() {
+  uint32_t id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    markers_.emplace_back();
+    id = static_cast<uint32_t>(markers_.size());
+  }
+  if (new_ids_) new_ids_->push_back(id);
+  return id;
+}
+
+// Each binary is opened and parsed once per plan, and every site in it is
+// attached through that descriptor (marker_file.h): what was parsed is
+// what the probes land in.
+const MarkerTable::OpenBinary* MarkerTable::open_binary(const std::string& name, std::string* path,
+                                                        std::string* error) {
+  if (auto it = open_.find(name); it != open_.end()) {
+    *path = name;
+    return &it->second;
+  }
+  auto real = resolve_binary(name, error);
+  if (!real) return nullptr;
+  *path = *real;
+  if (auto it = open_.find(*real); it != open_.end()) return &it->second;
+  std::string why;
+  auto file = open_marker_path(*real, &why);
+  if (!file) {
+    *error = why;
+    return nullptr;
+  }
+  std::shared_ptr<stack::ElfImage> image = file->parse();
+  if (!image) {
+    *error = "'" + *real + "' is not a readable 64-bit ELF file";
+    return nullptr;
+  }
+  return &open_.emplace(*real, OpenBinary{std::move(file), std::move(image)}).first->second;
 }
 
 bool MarkerTable::resolve(const ProbeSpec& spec, bool begin, uint64_t cookie, ProbeAttachment* out,
                           std::string* error) {
-  auto path = resolve_binary(spec.binary, error);
-  if (!path) return false;
+  std::string path;
+  const OpenBinary* bin = open_binary(spec.binary, &path, error);
+  if (!bin) return false;
   out->kind = spec.kind;
   out->begin = begin;
-  out->binary = *path;
+  out->binary = path;
+  out->file = bin->file;
+  out->file_id = bin->file->id();
   out->cookie = cookie;
   if (spec.kind == ProbeSpec::Kind::Usdt) {
-    auto probes = sdt_probes(*path);
+    auto probes = sdt_probes(bin->image->elf());
     if (!has_sdt_probe(probes, spec.provider, spec.name)) {
-      *error = "no USDT probe " + spec.provider + ":" + spec.name + " in " + *path +
+      *error = "no USDT probe " + spec.provider + ":" + spec.name + " in " + path +
                (probes.empty() ? " (it has no .note.stapsdt)" : "");
       return false;
     }
@@ -67,7 +111,7 @@ bool MarkerTable::resolve(const ProbeSpec& spec, bool begin, uint64_t cookie, Pr
     out->name = spec.name;
     return true;
   }
-  auto site = find_function(*path, spec.symbol, error);
+  auto site = find_function(*bin->image, path, spec.symbol, error);
   if (!site) return false;
   out->offset = site->offset;
   return true;
@@ -76,37 +120,38 @@ bool MarkerTable::resolve(const ProbeSpec& spec, bool begin, uint64_t cookie, Pr
 bool MarkerTable::add_pair(const ProbeSpec& begin, const ProbeSpec& end, const std::string& runtime,
                            std::string* error) {
   MarkerInfo info;
-  info.id = static_cast<uint32_t>(markers_.size() + 1);
-  uint64_t cookie = info.id;
-  if (begin.kind == ProbeSpec::Kind::Usdt) cookie |= JB_MARKER_NAME_ARG;
   ProbeAttachment b, e;
-  if (!resolve(begin, true, cookie, &b, error) || !resolve(end, false, info.id, &e, error))
-    return false;
+  if (!resolve(begin, true, 0, &b, error) || !resolve(end, false, 0, &e, error)) return false;
   if (b.kind == e.kind && b.binary == e.binary && b.offset == e.offset && b.provider == e.provider &&
       b.name == e.name) {
     *error = "'" + begin.to_string() + "' is both the begin and the end";
     return false;
   }
+  info.id = new_marker_id();
+  b.cookie = info.id | (begin.kind == ProbeSpec::Kind::Usdt ? JB_MARKER_NAME_ARG : 0);
+  e.cookie = info.id;
   info.type = begin.kind_name();
   info.binary = b.binary;
   info.probe = begin.probe();
   info.name = begin.kind == ProbeSpec::Kind::Usdt ? begin.name : display_symbol(begin.symbol);
   info.runtime = runtime;
-  markers_.push_back(std::move(info));
+  markers_[info.id - 1] = std::move(info);
   push(std::move(b));
   push(std::move(e));
   return true;
 }
 
 bool MarkerTable::add_glib(const std::string& binary, std::string* error) {
-  auto path = resolve_binary(binary.empty() ? "libglib-2.0.so.0" : binary, error);
-  if (!path) {
+  std::string resolved;
+  const OpenBinary* bin = open_binary(binary.empty() ? "libglib-2.0.so.0" : binary, &resolved, error);
+  if (!bin) {
     *error = "glib: " + *error;
     return false;
   }
+  const std::string* path = &resolved;
   // GLib's own probes where the build has them: one task per GSource
   // dispatch, named by the source. Otherwise a dispatch round per task.
-  auto probes = sdt_probes(*path);
+  auto probes = sdt_probes(bin->image->elf());
   ProbeSpec begin, end;
   begin.binary = end.binary = *path;
   if (has_sdt_probe(probes, "glib", "main__before_dispatch") &&
@@ -117,7 +162,7 @@ bool MarkerTable::add_glib(const std::string& binary, std::string* error) {
     end.name = "main__after_dispatch";
   } else {
     std::string why;
-    if (!find_function(*path, "g_main_context_dispatch", &why)) {
+    if (!find_function(*bin->image, *path, "g_main_context_dispatch", &why)) {
       *error = "glib: " + *path + " has neither the glib:main__before_dispatch USDT probes nor " + why;
       return false;
     }
@@ -135,15 +180,16 @@ bool MarkerTable::add_libuv(const std::string& binary, std::string* error) {
   std::string reasons;
   bool any = false;
   for (const auto& c : candidates) {
-    std::string why;
-    auto path = resolve_binary(c, &why);
-    if (!path) {
+    std::string why, resolved;
+    const OpenBinary* bin = open_binary(c, &resolved, &why);
+    if (!bin) {
       reasons += (reasons.empty() ? "" : "; ") + why;
       continue;
     }
+    const std::string* path = &resolved;
     bool here = false;
     for (const char* phase : kLibuvPhases) {
-      if (!find_function(*path, phase, &why)) continue;
+      if (!find_function(*bin->image, *path, phase, &why)) continue;
       ProbeSpec begin, end;
       begin.binary = end.binary = *path;
       begin.kind = ProbeSpec::Kind::Uprobe;
@@ -178,29 +224,29 @@ bool MarkerTable::plan_one(const MarkerSpec& s, const std::string& binary, std::
   return false;
 }
 
-void MarkerTable::note_file(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0)
-    files_.insert({static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)});
-}
-
 bool MarkerTable::plan(const std::vector<MarkerSpec>& specs, std::string* error) {
   for (const auto& s : specs) {
     std::string why;
     size_t first = attachments_.size();
     if (!plan_one(s, "", &why)) {
+      open_.clear();
       *error = "--marker " + s.text + ": " + why;
       return false;
     }
     specs_.push_back(s);
     std::vector<std::string> paths;
     for (size_t i = first; i < attachments_.size(); i++) {
-      note_file(attachments_[i].binary);
+      user_files_.insert(attachments_[i].file_id);
       paths.push_back(attachments_[i].binary);
     }
     spec_paths_.push_back(std::move(paths));
   }
+  open_.clear();  // the parses; the descriptors stay with attachments_
   return true;
+}
+
+void MarkerTable::drop_files() {
+  for (auto& a : attachments_) a.file.reset();
 }
 
 namespace {
@@ -240,47 +286,94 @@ bool MarkerTable::matches(const MarkerSpec& s, const std::string& mapped) const 
   return false;
 }
 
-std::vector<ProbeAttachment> MarkerTable::plan_for_process(pid_t pid, std::vector<std::string>* notes) {
-  std::vector<ProbeAttachment> fresh;
+ProcessPlan MarkerTable::plan_for_process(pid_t pid, std::vector<std::string>* notes) {
+  ProcessPlan out;
   const std::string proc = "/proc/" + std::to_string(pid);
   std::string maps_text;
   stack::read_small_file(proc + "/maps", maps_text);
-  std::istringstream maps(maps_text);
+  const auto maps = stack::ProcMaps::parse(maps_text);
   std::set<std::string> seen;
-  std::string line;
-  while (std::getline(maps, line)) {
-    // start-end perms offset dev inode path
-    std::istringstream in(line);
-    std::string range, perms, offset, dev, inode, path;
-    if (!(in >> range >> perms >> offset >> dev >> inode)) continue;
-    std::getline(in >> std::ws, path);
-    if (perms.size() < 3 || perms[2] != 'x' || path.empty() || path[0] != '/') continue;
-    if (path.ends_with(" (deleted)") || !seen.insert(path).second) continue;
+  std::set<FileId> now;  // the planned files it maps
+  const std::string who = "pid " + std::to_string(pid);
+  for (const auto& m : maps.entries()) {
+    if (!m.x || m.deleted || m.path.empty() || m.path[0] != '/' || !seen.insert(m.path).second) continue;
     std::vector<size_t> wanted;
     for (size_t i = 0; i < specs_.size(); i++)
-      if (matches(specs_[i], path)) wanted.push_back(i);
+      if (matches(specs_[i], m.path)) wanted.push_back(i);
     if (wanted.empty()) continue;
-    const std::string file = proc + "/root" + path;
-    struct stat st;
-    if (stat(file.c_str(), &st) != 0) continue;
-    if (!files_.insert({static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)}).second)
-      continue;  // covered already, or looked at before
+    std::string why;
+    auto file = open_mapped_marker_file(pid, m, &why);
+    if (!file) {
+      if (kill(pid, 0) == 0) {  // not merely gone
+        files_.refused();
+        notes->push_back("marker file refused: " + why);
+      }
+      continue;
+    }
+    if (user_files_.count(file->id())) continue;  // the user's own probes cover it
+    auto admitted = files_.admit(pid, file->id());
+    if (admitted == MarkerFiles::Admit::Capped) {
+      notes->push_back(who + "'s " + m.path + ": over the marker file caps, no probes");
+      continue;
+    }
+    now.insert(file->id());
+    if (admitted == MarkerFiles::Admit::Known) continue;  // planned already
+    // Messages name it as before; the planned sites carry the descriptor.
+    const std::string key = proc + "/root" + m.path;
+    std::shared_ptr<stack::ElfImage> image = file->parse();
+    if (!image) {
+      notes->push_back(who + "'s " + m.path + ": not a readable 64-bit ELF file");
+      continue;
+    }
+    open_[key] = OpenBinary{file, std::move(image)};
+    std::vector<uint32_t> ids;
+    std::vector<SiteKey> sites;
+    new_ids_ = &ids;
+    new_sites_ = &sites;
+    sink_ = &out.attach;
     for (size_t i : wanted) {
-      size_t first_marker = markers_.size(), first = attachments_.size();
-      std::string why;
-      if (!plan_one(specs_[i], file, &why)) {
-        notes->push_back("--marker " + specs_[i].text + ": pid " + std::to_string(pid) + "'s " + path +
-                         ": " + why);
+      size_t first_id = ids.size(), first = out.attach.size();
+      if (!plan_one(specs_[i], key, &why)) {
+        notes->push_back("--marker " + specs_[i].text + ": " + who + "'s " + m.path + ": " + why);
         continue;
       }
       // Records name the file as the process sees it.
-      for (size_t m = first_marker; m < markers_.size(); m++) markers_[m].binary = path;
-      for (size_t a = first; a < attachments_.size(); a++) fresh.push_back(attachments_[a]);
-      notes->push_back("--marker " + specs_[i].text + ": pid " + std::to_string(pid) + " maps " + path +
-                       ", a file no probe covers: attaching to it");
+      for (size_t k = first_id; k < ids.size(); k++) markers_[ids[k] - 1].binary = m.path;
+      if (out.attach.size() > first)
+        notes->push_back("--marker " + specs_[i].text + ": " + who + " maps " + m.path +
+                         ", a file no probe covers: attaching to it");
     }
+    new_ids_ = nullptr;
+    new_sites_ = nullptr;
+    sink_ = &attachments_;
+    open_.clear();
+    files_.planned(file->id(), std::move(ids), std::move(sites));
   }
-  return fresh;
+  // An exec: the files it no longer maps, by inode (a file renamed or
+  // deleted since is still mapped under another name).
+  std::set<uint64_t> inodes;
+  for (const auto& m : maps.entries())
+    if (m.x) inodes.insert(m.inode);
+  for (const FileId& f : files_.used_by(pid))
+    if (inodes.count(f.ino)) now.insert(f);
+  if (!maps.empty()) forget_released(files_.drop(pid, now), &out.release);
+  out.watch_exit = files_.has_user(pid);
+  return out;
+}
+
+std::vector<uint64_t> MarkerTable::process_gone(pid_t pid) {
+  std::vector<uint64_t> links;
+  forget_released(files_.drop(pid), &links);
+  return links;
+}
+
+void MarkerTable::forget_released(const std::vector<MarkerFiles::Released>& gone,
+                                  std::vector<uint64_t>* links) {
+  for (const auto& r : gone) {
+    links->insert(links->end(), r.links.begin(), r.links.end());
+    for (uint32_t id : r.marker_ids) free_ids_.push_back(id);
+    for (const auto& s : r.sites) sites_.erase(s);
+  }
 }
 
 std::string runnable_name(const char* read, size_t max, const MarkerInfo* marker) {

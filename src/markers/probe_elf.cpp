@@ -80,6 +80,12 @@ std::optional<FunctionSite> find_function(const std::string& path, const std::st
     *error = "'" + path + "' is not a readable 64-bit ELF file";
     return std::nullopt;
   }
+  return find_function(*img, path, symbol, error);
+}
+
+std::optional<FunctionSite> find_function(const stack::ElfImage& image, const std::string& path,
+                                          const std::string& symbol, std::string* error) {
+  const stack::ElfImage* img = &image;
   std::vector<stack::ElfSymbol> syms;
   img->collect_symbols(syms);
   std::set<uint64_t> addrs;

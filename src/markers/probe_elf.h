@@ -12,6 +12,10 @@
 
 namespace jankbpf {
 
+namespace stack {
+class ElfImage;
+}  // namespace stack
+
 // The real path of BINARY: a path (with a '/') as given; a bare name is
 // looked up in PATH, then in LD_LIBRARY_PATH and the standard library
 // directories (so "libglib-2.0.so.0" finds the system's GLib). Symlinks are
@@ -29,6 +33,9 @@ struct FunctionSite {
 // ambiguous: nullopt with *error saying so.
 std::optional<FunctionSite> find_function(const std::string& path, const std::string& symbol,
                                           std::string* error);
+// The same in an image parsed already (`path` names it in messages).
+std::optional<FunctionSite> find_function(const stack::ElfImage& image, const std::string& path,
+                                          const std::string& symbol, std::string* error);
 
 struct SdtProbe {
   std::string provider, name, args;  // args: the note's argument spec, e.g. "8@%rax -4@%edx"

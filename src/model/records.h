@@ -163,7 +163,10 @@ struct SummaryRecord {
   uint64_t suppressed = 0;       // janks reported without new logs (quotas)
   uint64_t failed_jobs = 0;      // reporter jobs that threw and were skipped
   uint64_t stacks_evicted = 0;   // threads whose unreported stacks were dropped (memory bound)
-  uint64_t marker_sites = 0;     // probe sites markers are attached at (0: no --marker)
+  uint64_t marker_sites = 0;     // probe sites markers were attached at (0: no --marker)
+  uint64_t marker_sites_released = 0;  // of those, detached when the processes needing them exited
+  uint64_t marker_files_capped = 0;    // marked files left without probes: over the caps
+  uint64_t marker_files_refused = 0;   // marked files not attached: not the file mapped
   double cpu_user_s = 0;
   double cpu_sys_s = 0;
   long max_rss_kb = 0;

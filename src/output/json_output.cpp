@@ -155,6 +155,9 @@ std::string to_json_line(const SummaryRecord& r) {
   if (r.failed_jobs) j["failed_jobs"] = r.failed_jobs;
   j["stacks_evicted"] = r.stacks_evicted;
   if (r.marker_sites) j["marker_sites"] = r.marker_sites;
+  if (r.marker_sites_released) j["marker_sites_released"] = r.marker_sites_released;
+  if (r.marker_files_capped) j["marker_files_capped"] = r.marker_files_capped;
+  if (r.marker_files_refused) j["marker_files_refused"] = r.marker_files_refused;
   j["cpu_user_s"] = ms3(r.cpu_user_s);
   j["cpu_sys_s"] = ms3(r.cpu_sys_s);
   j["max_rss_kb"] = r.max_rss_kb;

@@ -96,6 +96,8 @@ std::unique_ptr<ElfImage> ElfImage::open(Fd fd, uint64_t max_bytes) {
   img->size_ = static_cast<uint64_t>(cst.st_size);
   img->dev_ = st.st_dev;
   img->ino_ = st.st_ino;
+  img->mtime_ns_ = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+  img->ctime_ns_ = int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec;
   if (!img->init()) return nullptr;
   return img;
 }

@@ -60,6 +60,8 @@ class ElfImage {
   // Of the original file (the copy has its own).
   uint64_t dev() const { return dev_; }
   uint64_t inode() const { return ino_; }
+  int64_t mtime_ns() const { return mtime_ns_; }
+  int64_t ctime_ns() const { return ctime_ns_; }
   // Lowest PT_LOAD p_vaddr rounded down to its p_align (libdwfl's "vaddr").
   uint64_t first_load_vaddr() const { return first_vaddr_; }
 
@@ -86,6 +88,7 @@ class ElfImage {
   Elf* elf_ = nullptr;
   const char* raw_ = nullptr;
   uint64_t size_ = 0, dev_ = 0, ino_ = 0;
+  int64_t mtime_ns_ = 0, ctime_ns_ = 0;
   uint16_t machine_ = 0, type_ = 0;
   std::string build_id_, debuglink_;
   uint32_t debuglink_crc_ = 0;

@@ -3,6 +3,7 @@
 #include <cxxabi.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -245,14 +246,33 @@ const Symbolized& Module::symbolize(uint64_t vaddr, bool lines) {
   return cache_.emplace(vaddr, std::move(r)).first->second;
 }
 
+std::string module_key(const ElfImage& elf, const DebugSearch& where) {
+  std::string key = std::to_string(elf.dev()) + ":" + std::to_string(elf.inode()) + ":" +
+                    std::to_string(elf.file_size()) + ":" + std::to_string(elf.mtime_ns()) + ":" +
+                    std::to_string(elf.ctime_ns());
+  // A root by its directory's identity: /proc/PID/root differs per process,
+  // the tree it names (the host's, one container's) does not.
+  // NUL-separated: no root or owner can spell another's.
+  for (const auto& r : where.roots) {
+    struct stat st;
+    key += std::string("\0r", 2);
+    key += ::stat((r + "/").c_str(), &st) == 0
+               ? std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino)
+               : r;
+  }
+  for (uid_t u : where.owners) key += std::string("\0u", 2) + std::to_string(u);
+  return key;
+}
+
 std::shared_ptr<Module> ModuleCache::get(std::unique_ptr<ElfImage> elf, const std::string& path,
                                          const DebugSearch& where) {
-  std::string key = !elf->build_id().empty()
-                        ? "b:" + elf->build_id()
-                        : "f:" + std::to_string(elf->dev()) + ":" + std::to_string(elf->inode()) + ":" +
-                              std::to_string(elf->file_size());
+  std::string key = module_key(*elf, where);
   auto it = modules_.find(key);
-  if (it != modules_.end()) return it->second;
+  if (it != modules_.end()) {
+    hits_++;
+    return it->second;
+  }
+  misses_++;
   if (modules_.size() >= kMaxCachedModules) {
     for (auto i = modules_.begin(); i != modules_.end();)
       i = i->second.use_count() == 1 ? modules_.erase(i) : std::next(i);

@@ -1,5 +1,6 @@
 // A loaded module (executable or shared object), shared by every process
-// that maps it and cached by build-id (or device/inode when there is none):
+// that maps it and cached by file identity (see module_key; never by the
+// build-id the file claims, which a container can copy from the host's):
 // its ELF image, its separate debug file, a merged symbol table, a libdwfl
 // session for DWARF line info and inlined frames, and memoized results per
 // address so a warm lookup is one hash probe.
@@ -93,17 +94,25 @@ class Module {
   std::unordered_map<uint64_t, Symbolized> cache_;
 };
 
+// The cache key of a module: the file's device, inode, size, mtime and
+// ctime (any rewrite changes one), and where its debug file is looked for
+// (the same file in two roots may find two debug files).
+std::string module_key(const ElfImage& elf, const DebugSearch& where);
+
 class ModuleCache {
  public:
   // The module for `elf` (opened from `path` in a process), reusing the
-  // cached one with the same build-id or file identity.
+  // cached one of the same file (module_key).
   std::shared_ptr<Module> get(std::unique_ptr<ElfImage> elf, const std::string& path,
                               const DebugSearch& where);
   size_t size() const { return modules_.size(); }
   void clear() { modules_.clear(); }
+  uint64_t hits() const { return hits_; }
+  uint64_t misses() const { return misses_; }
 
  private:
   std::unordered_map<std::string, std::shared_ptr<Module>> modules_;
+  uint64_t hits_ = 0, misses_ = 0;
 };
 
 }  // namespace jankbpf::stack

@@ -71,6 +71,8 @@ Resolver::Stats Resolver::stats() const {
   Stats s = stats_;
   s.processes = procs_.size();
   s.modules = modules_.size();
+  s.module_hits = modules_.hits();
+  s.module_misses = modules_.misses();
   return s;
 }
 

@@ -96,6 +96,7 @@ class Resolver {
 
   struct Stats {
     size_t processes = 0, modules = 0;
+    uint64_t module_hits = 0, module_misses = 0;  // ModuleCache lookups
     uint64_t samples = 0, maps_reloads = 0, dwfl_rebuilds = 0;
   };
   Stats stats() const;

@@ -360,8 +360,8 @@ TEST_CASE("a process mapping only files the markers cover needs nothing more", "
   size_t before = t.attachments().size();
   std::vector<std::string> notes;
   // This process maps its own executable, the file the marker resolved to.
-  CHECK(t.plan_for_process(getpid(), &notes).empty());
+  CHECK(t.plan_for_process(getpid(), &notes).attach.empty());
   CHECK(notes.empty());
   CHECK(t.attachments().size() == before);
-  CHECK(t.plan_for_process(999999999, &notes).empty());  // gone: nothing
+  CHECK(t.plan_for_process(999999999, &notes).attach.empty());  // gone: nothing
 }
