@@ -12,6 +12,7 @@
 #include "cli/options.h"
 #include "output/output.h"
 #include "report/report_cmd.h"
+#include "util/crash.h"
 #include "util/log.h"
 #include "util/privileges.h"
 #include "util/tracefs.h"
@@ -21,6 +22,7 @@ using namespace jankbpf;
 static int run(int argc, char** argv);
 
 int main(int argc, char** argv) {
+  install_crash_report();
   // An exception that reaches here (bad_alloc while loading, say) is a
   // runtime failure with a message, not an abort with a core dump.
   try {

@@ -150,6 +150,7 @@ watchdog_args() {
 	for o in $(echo "$opts" | tr + ' '); do
 		case $o in
 		v) WD_ARGS="$WD_ARGS -v" ;;
+		vv) WD_ARGS="$WD_ARGS -v -v" ;;
 		tp) WD_ARGS="$WD_ARGS --hooks tracepoint" ;;
 		tramp) WD_ARGS="$WD_ARGS --hooks trampoline" ;;
 		nostacks) WD_ARGS="$WD_ARGS --log-type 2" ;;

@@ -12,6 +12,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 
 #include "stack/arm64_code.h"
@@ -69,11 +70,14 @@ bool Process::reload_maps() {
   std::string text;
   if (!read_small_file(proc_path("maps"), text)) {
     // Gone: keep what we had (the samples may predate the exit).
+    log::debug("maps of pid %d unreadable (%s): keeping %zu entries", pid_, strerror(errno),
+               maps_.entries().size());
     return false;
   }
   if (maps_loaded_ && text == maps_text_) return false;
   maps_text_ = std::move(text);
   maps_ = ProcMaps::parse(maps_text_);
+  log::debug("maps of pid %d read: %zu entries", pid_, maps_.entries().size());
   maps_loaded_ = true;
   mapped_.clear();
   leaf_memo_.clear();

@@ -5,6 +5,7 @@ jankbpf's minimum --ignore-startup-time is 3 s (the seed's rule), so every
 target idles START_DELAY seconds before its first scripted task.
 """
 import os
+import re
 import signal
 import subprocess
 import time
@@ -313,6 +314,19 @@ def test_signal_detaches_and_leaves_nothing_in_kernel(sig):
     left_progs, left_links = still_loaded(progs, links)
     assert not left_progs, "programs left loaded after exit"
     assert not left_links, "links left after exit"
+
+
+def test_fatal_signal_says_where_and_leaves_nothing_in_kernel():
+    """A crash (a bug) is reported with a backtrace jankbpf's own build can
+    be read against, and the kernel frees what the dead process held."""
+    jb = Jankbpf("--ignore-startup-time", IGNORE)
+    progs, links = held_bpf_ids(jb.proc.pid)
+    rc = jb.stop(signal.SIGSEGV)
+    assert rc == -signal.SIGSEGV, (rc, jb.stderr)
+    assert re.search(r"fatal signal 11 in thread \d+", jb.stderr), jb.stderr
+    assert re.search(r"jankbpf\(\+0x[0-9a-f]+\)", jb.stderr), jb.stderr
+    left_progs, left_links = still_loaded(progs, links)
+    assert not left_progs and not left_links
 
 
 def test_duration_and_output_file(tmp_path):
