@@ -510,6 +510,10 @@ void Monitor::on_record(std::span<const uint8_t> rec) {
       if (rec.size() < sizeof(jb_exit_event)) break;
       jb_exit_event e;
       memcpy(&e, rec.data(), sizeof e);
+      // What the process left on the other ring and in the perf buffers is
+      // unwound before it is forgotten (its maps are gone by then).
+      detector_->drain_captures();
+      if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
       reporter_->emit(builder_.exit(e));
       reporter_->forget(static_cast<pid_t>(e.hdr.pid));
       exits_++;

@@ -75,8 +75,15 @@ bool Process::reload_maps() {
     return false;
   }
   if (maps_loaded_ && text == maps_text_) return false;
+  ProcMaps parsed = ProcMaps::parse(text);
+  if (parsed.entries().empty() && maps_loaded_) {
+    // An exiting process (a zombie) has no maps left: its queued samples
+    // predate that, so keep the maps they were taken with.
+    log::debug("maps of pid %d empty (exiting): keeping %zu entries", pid_, maps_.entries().size());
+    return false;
+  }
   maps_text_ = std::move(text);
-  maps_ = ProcMaps::parse(maps_text_);
+  maps_ = std::move(parsed);
   log::debug("maps of pid %d read: %zu entries", pid_, maps_.entries().size());
   maps_loaded_ = true;
   mapped_.clear();

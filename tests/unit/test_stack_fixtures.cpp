@@ -441,6 +441,28 @@ TEST_CASE("maps re-read on an unknown pc (dlopen, exec) and on invalidate()", "[
   CHECK(r.stats().maps_reloads >= 3);
 }
 
+TEST_CASE("an exiting process's empty maps never replace the maps its samples were taken with",
+          "[stack][aarch64]") {
+  std::string dir = "tests/fixtures/aarch64/static";
+  Capture c;
+  REQUIRE(load_capture(dir, dir + "/stack_selfcapture", c));
+  FakeProc proc(c.maps, {{c.binary_path_in_maps, c.binary}});
+  std::string maps_file = proc.root + "/" + std::to_string(kFakePid) + "/maps";
+  Resolver r(proc.options());
+  r.prepare(kFakePid, Arch::Arm64);
+  // A zombie's /proc/PID/maps reads empty; its queued samples are older.
+  std::ofstream(maps_file, std::ios::trunc).flush();
+  // An address in no mapping makes the resolver look at the maps again.
+  ::usleep(static_cast<useconds_t>(r.options().maps_refresh_interval.count() * 1000 + 20000));
+  const uint64_t nowhere[] = {0x10};
+  r.symbolize_user(kFakePid, Arch::Arm64, nowhere);
+  CHECK(r.stats().maps_reloads >= 2);
+  ResolvedStack s = r.resolve(c.input());
+  INFO(dump(s));
+  CHECK(s.stop == UnwindStop::Complete);
+  CHECK(s.frames.front().symbol == "capture");
+}
+
 TEST_CASE("separate debug files: .build-id in the target's root, .gnu_debuglink, none", "[stack][x86]") {
   if (host_arch().arch != Arch::X86_64) return;
   if (std::system("command -v objcopy >/dev/null 2>&1") != 0) return;
