@@ -12,6 +12,8 @@
 #include "logs/log_dir.h"
 #include "logs/quota.h"
 #include "report/sampled.h"
+#include "runtime/interleave.h"
+#include "runtime/python_procs.h"
 #include "stack/perf_sample.h"
 #include "stack/resolver.h"
 #include "stack/tree.h"
@@ -144,7 +146,10 @@ struct Reporter::Impl {
 };
 
 Reporter::Reporter(ReporterConfig cfg, Output& out)
-    : impl_(std::make_unique<Impl>()), cfg_(std::move(cfg)), out_(out) {
+    : impl_(std::make_unique<Impl>()),
+      python_(std::make_unique<runtime::PythonProcesses>()),
+      cfg_(std::move(cfg)),
+      out_(out) {
   LogDirOptions lo;
   lo.path = cfg_.log_dir;
   lo.cap_bytes = cfg_.log_cap;
@@ -202,12 +207,20 @@ void Reporter::push(Job job, bool droppable) {
   cv_.notify_one();
 }
 
-void Reporter::add_perf_sample(std::vector<uint8_t>&& record) { push(SampleJob{std::move(record)}, true); }
+void Reporter::add_perf_sample(std::vector<uint8_t>&& record) {
+  SampleJob job{std::move(record), {}};
+  stack::PerfSampleView v;
+  if (stack::parse_perf_sample(job.record, cfg_.perf_sample_type, cfg_.regs_mask, v))
+    job.python = python_->capture(static_cast<pid_t>(v.pid), static_cast<pid_t>(v.tid));
+  push(std::move(job), true);
+}
 
 void Reporter::add_offcpu(const jb_offcpu_event& e) {
   auto copy = std::make_unique<jb_offcpu_event>();
   memcpy(copy.get(), &e, sizeof e);
-  push(OffCpuJob{std::move(copy)}, true);
+  // Still off the CPU in the task: its Python frames are where it waits.
+  auto py = python_->capture(static_cast<pid_t>(e.hdr.pid), static_cast<pid_t>(e.hdr.tid));
+  push(OffCpuJob{std::move(copy), std::move(py)}, true);
 }
 
 void Reporter::add_waker(const jb_waker_event& e) { push(WakerJob{e}, true); }
@@ -284,9 +297,13 @@ void Reporter::run() {
               else
                 out_.emit(j.rec);
             } else if constexpr (std::is_same_v<T, PinJob>) {
+              // Python first: its samples are arriving, and until the runtime
+              // is found their frames cannot be read.
+              python_->discover(impl_->resolver, j.pid);
               impl_->resolver.prepare(j.pid, host_arch().arch);
             } else if constexpr (std::is_same_v<T, ForgetJob>) {
               impl_->resolver.forget(j.pid);
+              python_->forget(j.pid);
               std::erase_if(impl_->stacks, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
               std::erase_if(impl_->offcpu, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
               std::lock_guard lk(quota_mu_);
@@ -337,11 +354,21 @@ void Reporter::job_failed(const char* what) {
   if (n <= 5) log::error("reporter: %s failed: %s (the record or stack is lost; jankbpf goes on)", job.c_str(), what);
 }
 
+void Reporter::add_runtime_frames(stack::ResolvedStack& s, const runtime::PyCapture& py) {
+  runtime::RuntimeFrameStats st;
+  runtime::interleave_python(s, py, python_->is_python(s.pid), st);
+  if (!st.read && !st.unreadable) return;
+  std::lock_guard lk(mu_);
+  stats_.runtime_frames_read += st.read;
+  stats_.runtime_frames_unreadable += st.unreadable;
+}
+
 void Reporter::handle(SampleJob& j) {
   stack::PerfSampleView v;
   if (!stack::parse_perf_sample(j.record, cfg_.perf_sample_type, cfg_.regs_mask, v)) return;
   stack::SampleInput in = stack::to_sample_input(v, cfg_.regs_mask);
   auto resolved = impl_->resolver.resolve(in);
+  add_runtime_frames(resolved, j.python);
   impl_->store(static_cast<pid_t>(v.tid), v.time, std::move(resolved));
 }
 
@@ -365,6 +392,7 @@ void Reporter::handle(OffCpuJob& j) {
   in.kernel_callchain = std::span<const uint64_t>(kpcs, kframes);
   in.wait_state = e.state == JB_ST_BLOCKED ? 'D' : e.state == JB_ST_RUNNABLE ? 'R' : 'S';
   auto resolved = impl_->resolver.resolve(in);
+  add_runtime_frames(resolved, j.python);
   impl_->store(in.tid, e.hdr.time_ns, std::move(resolved));
 
   Impl::OffCpu off;
@@ -441,6 +469,7 @@ void Reporter::handle(TaskJob& j) {
       sf.kernel = f.kernel();
       sf.jit = f.jit();
       sf.inlined = f.inlined();
+      sf.runtime = f.runtime;
       rec.stack.push_back(std::move(sf));
     }
     rec.modules = modules.modules();
