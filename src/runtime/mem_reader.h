@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace jankbpf::runtime {
 
@@ -18,6 +19,18 @@ class MemReader {
 
   template <typename T>
   bool read_value(uint64_t addr, T* out) { return read(addr, out, sizeof *out); }
+
+  // Many reads at once (one system call for a live process); each says
+  // whether it succeeded, as read() would have.
+  struct Op {
+    uint64_t addr;
+    void* out;
+    size_t len;
+    bool ok = false;
+  };
+  virtual void read_batch(std::span<Op> ops) {
+    for (auto& o : ops) o.ok = read(o.addr, o.out, o.len);
+  }
 };
 
 // process_vm_readv on a live process: no ptrace stop, the target runs on.
@@ -25,7 +38,8 @@ class ProcessMemory final : public MemReader {
  public:
   explicit ProcessMemory(pid_t pid) : pid_(pid) {}
   bool read(uint64_t addr, void* out, size_t len) override;
-  uint64_t reads() const { return reads_; }
+  void read_batch(std::span<Op> ops) override;
+  uint64_t reads() const { return reads_; }  // system calls made
 
  private:
   pid_t pid_;

@@ -125,10 +125,8 @@ bool PythonWalker::read_bytes(MemReader& mem, uint64_t addr, std::vector<uint8_t
   return out.empty() || mem.read(addr + l.bytes_data, out.data(), out.size());
 }
 
-const PythonWalker::Code* PythonWalker::code(MemReader& mem, uint64_t addr) {
+const PythonWalker::Code* PythonWalker::code(MemReader& mem, uint64_t addr, const std::vector<uint8_t>& hdr) {
   const PythonLayout& l = *t_.layout;
-  std::vector<uint8_t> hdr(l.code_adaptive);
-  if (!addr || !mem.read(addr, hdr.data(), hdr.size())) return nullptr;
   if (t_.code_type && field<uint64_t>(hdr, kObType) != t_.code_type) return nullptr;
   Code c;
   c.name_ptr = field<uint64_t>(hdr, l.code_name);
@@ -202,36 +200,53 @@ PyCapture PythonWalker::walk(MemReader& mem, uint64_t native_tid) {
     frame = field<uint64_t>(ts, l.cframe_current_frame);
   }
   out.status = PyCapture::Status::Ok;
+  // 1. The chain: one read a frame (each names the next).
+  struct Raw {
+    uint64_t code, prev_instr;
+    bool entry;
+  };
+  std::vector<Raw> raw;
   std::vector<uint8_t> fb(l.frame_size);
+  bool cut = false;
   for (size_t n = 0; frame; ++n) {
     if (n >= kMaxPyFrames) {
       out.truncated = true;
       break;
     }
     if (!mem.read(frame, fb.data(), fb.size())) {
-      out.frames.push_back({.unreadable = true});
-      break;  // the chain cannot be followed past it
+      cut = true;  // the chain cannot be followed past it
+      break;
     }
-    uint64_t code_addr = field<uint64_t>(fb, l.frame_code);
-    uint64_t prev_instr = field<uint64_t>(fb, l.frame_prev_instr);
     frame = field<uint64_t>(fb, l.frame_previous);
     if (l.entry == EntryRule::ShimFrame && field<uint8_t>(fb, l.frame_owner) == l.owner_cstack) {
-      if (!out.frames.empty()) out.frames.back().entry = true;
+      if (!raw.empty()) raw.back().entry = true;
       continue;
     }
+    bool entry = l.entry == EntryRule::IsEntryFlag && field<uint8_t>(fb, l.frame_is_entry) != 0;
+    raw.push_back({field<uint64_t>(fb, l.frame_code), field<uint64_t>(fb, l.frame_prev_instr), entry});
+  }
+  // 2. Every frame's code object header in one batch: most are cached, and
+  // the header is what tells whether the cached names still hold.
+  std::vector<std::vector<uint8_t>> hdrs(raw.size(), std::vector<uint8_t>(l.code_adaptive));
+  std::vector<MemReader::Op> ops;
+  for (size_t i = 0; i < raw.size(); ++i) ops.push_back({raw[i].code, hdrs[i].data(), hdrs[i].size()});
+  mem.read_batch(ops);
+  for (size_t i = 0; i < raw.size(); ++i) {
     PyFrame f;
-    if (l.entry == EntryRule::IsEntryFlag) f.entry = field<uint8_t>(fb, l.frame_is_entry) != 0;
-    if (const Code* c = code(mem, code_addr)) {
+    f.entry = raw[i].entry;
+    const Code* c = raw[i].code && ops[i].ok ? code(mem, raw[i].code, hdrs[i]) : nullptr;
+    if (c) {
       f.name = c->name;
       f.file = c->file;
-      uint64_t first_unit = code_addr + l.code_adaptive;
-      int64_t unit = (static_cast<int64_t>(prev_instr - first_unit)) / 2;  // _Py_CODEUNIT is 2 bytes
+      uint64_t first_unit = raw[i].code + l.code_adaptive;
+      int64_t unit = static_cast<int64_t>(raw[i].prev_instr - first_unit) / 2;  // _Py_CODEUNIT is 2 bytes
       f.line = python_line(c->linetable, c->firstlineno, unit);
     } else {
       f.unreadable = true;
     }
     out.frames.push_back(std::move(f));
   }
+  if (cut) out.frames.push_back({.unreadable = true});
   return out;
 }
 

@@ -79,7 +79,8 @@ class PythonWalker {
     std::vector<uint8_t> linetable;
   };
   uint64_t find_thread(MemReader& mem, uint64_t native_tid, std::vector<uint8_t>& ts);
-  const Code* code(MemReader& mem, uint64_t addr);
+  // The decoded code object at addr whose header (co_code_adaptive bytes) is hdr.
+  const Code* code(MemReader& mem, uint64_t addr, const std::vector<uint8_t>& hdr);
   bool read_string(MemReader& mem, uint64_t addr, std::string& out);
   bool read_bytes(MemReader& mem, uint64_t addr, std::vector<uint8_t>& out);
 

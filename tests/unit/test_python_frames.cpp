@@ -598,3 +598,22 @@ TEST_CASE("bench: python frame read per capture", "[.][python-bench]") {
               static_cast<double>(mem.reads() - reads0) / kRuns);
   CHECK(pct(0.5) < 1000.0);
 }
+
+TEST_CASE("process memory: batched reads fail one range, not the rest") {
+  static const char a[] = "first", c[] = "third";
+  char oa[6] = {}, ob[8] = {}, oc[6] = {};
+  ProcessMemory mem(getpid());
+  std::vector<MemReader::Op> ops{{reinterpret_cast<uint64_t>(a), oa, sizeof oa},
+                                 {0x10, ob, sizeof ob},  // never mapped
+                                 {reinterpret_cast<uint64_t>(c), oc, sizeof oc}};
+  mem.read_batch(ops);
+  CHECK(ops[0].ok);
+  CHECK_FALSE(ops[1].ok);
+  CHECK(ops[2].ok);
+  CHECK(std::string(oa) == "first");
+  CHECK(std::string(oc) == "third");
+  CHECK(mem.reads() == 2);  // the batch, then what followed the hole
+  uint64_t v = 0;
+  CHECK_FALSE(mem.read(0x10, &v, sizeof v));
+  CHECK_FALSE(mem.read(~uint64_t{0} - 2, &v, sizeof v));  // wraps: refused
+}
