@@ -135,7 +135,10 @@ class Reporter {
   void handle(OffCpuJob& j);
   void handle(WakerJob& j);
   void handle(TaskJob& j);
-  void add_runtime_frames(stack::ResolvedStack& s, const runtime::PyCapture& py);
+  // Places a sample's Python frames in its stack (counted unless `count`
+  // is false: a hang's stacks are counted with the task's jank).
+  void add_runtime_frames(stack::ResolvedStack& s, const runtime::PyCapture& py, bool python_process,
+                          uint64_t task_end_ns, bool count);
   void job_failed(const char* what);
   void emit_parked(bool all);
   void write_task(const TaskRecord& rec);

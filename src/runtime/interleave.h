@@ -21,8 +21,11 @@ struct RuntimeFrameStats {
 // Inserts `capture`'s frames (leaf first) into `stack` (leaf first), each
 // eval call's frames just leafward of its _PyEval_EvalFrameDefault frame;
 // frames left over (a native stack cut short) go at the root end. A
-// `python_process` whose capture failed gets one "[python: unreadable]"
-// frame at each eval frame instead: never frames guessed from elsewhere.
+// `python_process` whose capture failed, came too late, or does not fit
+// the native stack (a whole native stack whose eval frames are not as
+// many as the eval calls the frames read show: the thread had moved on)
+// gets one "[python: unreadable]" frame at each eval frame instead: never
+// frames of another moment.
 void interleave_python(stack::ResolvedStack& stack, const PyCapture& capture, bool python_process,
                        RuntimeFrameStats& stats);
 

@@ -246,7 +246,10 @@ PyCapture PythonWalker::walk(MemReader& mem, uint64_t native_tid) {
     }
     out.frames.push_back(std::move(f));
   }
-  if (cut) out.frames.push_back({.unreadable = true});
+  if (cut) {
+    out.frames.push_back({.unreadable = true});
+    out.cut = true;
+  }
   return out;
 }
 

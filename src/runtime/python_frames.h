@@ -41,10 +41,13 @@ struct PyCapture {
     Ok,          // frames read (possibly none: no Python code running)
     NoThread,    // no thread state for this thread (not a Python thread)
     Unreadable,  // the runtime or thread state could not be read
+    Late,        // not read: the sample arrived too long after it was taken
   };
   Status status = Status::None;
   std::vector<PyFrame> frames;  // leaf first
   bool truncated = false;       // stopped at the frame cap
+  bool cut = false;             // the chain broke at an unreadable frame (the last one)
+  uint64_t read_ns = 0;         // CLOCK_MONOTONIC when the read ended
 };
 
 // Limits of one walk.

@@ -6,79 +6,53 @@
 #include <string_view>
 
 #include "stack/maps.h"
-#include "stack/resolver.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace jankbpf::runtime {
 
-std::unique_ptr<PythonTarget> find_python(stack::Resolver& resolver, pid_t pid, std::string* why) {
-  std::unique_ptr<PythonTarget> found;
-  std::string module_path;
-  uint64_t version_addr = 0;
-  // The executable comes first in address order, so a statically linked
-  // interpreter is found without opening its libraries.
-  resolver.for_each_module(pid, host_arch().arch, [&](const stack::Module& m, uint64_t bias) {
-    const stack::ElfImage& elf = m.elf();
-    auto runtime = elf.symbol_value("_PyRuntime");
-    if (!runtime) return true;
-    auto t = std::make_unique<PythonTarget>();
-    t->runtime = *runtime + bias;
-    if (auto v = elf.symbol_value("Py_Version")) version_addr = *v + bias;
-    if (auto v = elf.symbol_value("PyCode_Type")) t->code_type = *v + bias;
-    if (auto v = elf.symbol_value("PyUnicode_Type")) t->unicode_type = *v + bias;
-    if (auto v = elf.symbol_value("PyBytes_Type")) t->bytes_type = *v + bias;
-    module_path = m.path();
-    found = std::move(t);
-    return false;
-  });
-  if (!found) {
-    if (why) why->clear();
-    return nullptr;
-  }
-  // Py_Version is `const unsigned long` (PY_VERSION_HEX), new in 3.11.
-  ProcessMemory mem(pid);
-  if (!version_addr) {
-    if (why) *why = module_path + " has _PyRuntime but no Py_Version: CPython older than 3.11";
-    return nullptr;
-  }
-  if (!mem.read_value(version_addr, &found->version_hex)) {
-    if (why) *why = module_path + ": Py_Version unreadable";
-    return nullptr;
-  }
-  found->layout = python_layout(found->version_hex);
-  if (!found->layout) {
-    if (why)
-      *why = module_path + ": CPython " + python_version_text(found->version_hex) + " (frames are read for " +
-             python_supported_versions() + ")";
-    return nullptr;
-  }
-  if (why) *why = module_path + ": CPython " + python_version_text(found->version_hex);
-  return found;
-}
+namespace {
 
-void PythonProcesses::discover(stack::Resolver& resolver, pid_t pid) {
+bool exe_identity(pid_t pid, uint64_t* dev, uint64_t* ino) {
   // stat() follows /proc/PID/exe to the file: its identity, nothing opened.
   struct stat st {};
-  if (stat(("/proc/" + std::to_string(pid) + "/exe").c_str(), &st) != 0) return;
-  {
-    std::lock_guard lk(mu_);
-    auto it = known_.find(pid);
-    if (it != known_.end() && it->second.exe_dev == st.st_dev && it->second.exe_ino == st.st_ino) return;
-  }
-  // (for_each_module re-reads the maps: after an exec, the new image's.)
+  if (stat(("/proc/" + std::to_string(pid) + "/exe").c_str(), &st) != 0) return false;
+  *dev = st.st_dev;
+  *ino = st.st_ino;
+  return true;
+}
+
+}  // namespace
+
+void PythonProcesses::discover(pid_t pid) {
+  Known k;
+  exe_identity(pid, &k.exe_dev, &k.exe_ino);
   std::string why;
-  std::shared_ptr<const PythonTarget> t = find_python(resolver, pid, &why);
+  std::unique_ptr<PythonTarget> t = finder_.find(pid, &why);
   if (t) log::info("pid %d: %s: reading Python frames", pid, log::escape_control(why).c_str());
   else if (!why.empty()) log::info("pid %d: %s: Python frames not read", pid, log::escape_control(why).c_str());
+  k.python = t != nullptr;
+  if (live_.size() >= 4096) live_.clear();  // processes gone without an exit record
+  Live& live = live_[pid];
+  live = Live{};
+  if (t) live.walker = std::make_unique<PythonWalker>(*t);
   std::lock_guard lk(mu_);
   if (known_.size() >= 4096) known_.clear();
-  known_[pid] = Known{std::move(t), st.st_dev, st.st_ino};
+  known_[pid] = k;
 }
 
 bool PythonProcesses::is_python(pid_t pid) {
   std::lock_guard lk(mu_);
   auto it = known_.find(pid);
-  return it != known_.end() && it->second.target;
+  return it != known_.end() && it->second.python;
+}
+
+void PythonProcesses::check_exec(pid_t pid) {
+  uint64_t dev = 0, ino = 0;
+  if (!exe_identity(pid, &dev, &ino)) return;
+  std::lock_guard lk(mu_);
+  auto it = known_.find(pid);
+  if (it != known_.end() && (it->second.exe_dev != dev || it->second.exe_ino != ino)) known_.erase(it);
 }
 
 void PythonProcesses::forget(pid_t pid) {
@@ -111,31 +85,29 @@ uint64_t PythonProcesses::ns_tid(pid_t pid, pid_t tid) {
   return last;
 }
 
-PyCapture PythonProcesses::capture(pid_t pid, pid_t tid) {
-  std::shared_ptr<const PythonTarget> target;
+PyCapture PythonProcesses::capture(pid_t pid, pid_t tid, uint64_t sample_ns) {
+  bool known;
   {
     std::lock_guard lk(mu_);
-    auto it = known_.find(pid);
-    if (it != known_.end()) target = it->second.target;
+    known = known_.count(pid) != 0;
   }
-  if (!target) {
-    live_.erase(pid);
-    return {};
+  auto lt = live_.find(pid);
+  if (!known || lt == live_.end()) {  // first sample, or exited/exec'd since
+    discover(pid);
+    lt = live_.find(pid);
   }
-  auto& live = live_[pid];
-  if (live.target != target) {  // first sample, or the process was looked at anew
-    live.target = target;
-    live.walker = std::make_unique<PythonWalker>(*target);
-    live.ns_tids.clear();
-  }
+  Live& live = lt->second;
+  if (!live.walker) return {};
   auto nt = live.ns_tids.find(tid);
   if (nt == live.ns_tids.end()) {
     if (live.ns_tids.size() >= 4096) live.ns_tids.clear();
     nt = live.ns_tids.emplace(tid, ns_tid(pid, tid)).first;
   }
+  // After the look-ups above: the read is what must be close to the sample.
+  if (sample_ns && monotonic_ns() - sample_ns > kMaxReadDelayNs) return PyCapture{.status = PyCapture::Status::Late};
   ProcessMemory mem(pid);
   PyCapture c = live.walker->walk(mem, nt->second);
-  if (live_.size() > 4096) live_.clear();  // processes gone without an exit record
+  c.read_ns = monotonic_ns();
   return c;
 }
 

@@ -224,30 +224,6 @@ void ElfImage::collect_symbols(std::vector<ElfSymbol>& out) const {
   }
 }
 
-std::optional<uint64_t> ElfImage::symbol_value(std::string_view name) const {
-  size_t shnum = 0;
-  if (elf_getshdrnum(elf_, &shnum) != 0) return std::nullopt;
-  for (Elf64_Word want : {SHT_DYNSYM, SHT_SYMTAB}) {
-    Elf_Scn* scn = nullptr;
-    size_t guard = 0;
-    while ((scn = elf_nextscn(elf_, scn)) != nullptr && ++guard < 65536) {
-      GElf_Shdr sh;
-      if (!gelf_getshdr(scn, &sh) || sh.sh_type != want || sh.sh_entsize == 0 || sh.sh_link >= shnum) continue;
-      Elf_Data* d = elf_getdata(scn, nullptr);
-      if (!d || !d->d_buf) continue;
-      size_t count = d->d_size / sizeof(Elf64_Sym);
-      for (size_t i = 1; i < count; ++i) {
-        GElf_Sym s;
-        if (!gelf_getsym(d, static_cast<int>(i), &s)) break;
-        if (s.st_shndx == SHN_UNDEF || s.st_value == 0) continue;
-        const char* n = elf_strptr(elf_, sh.sh_link, s.st_name);
-        if (n && name == n) return s.st_value;
-      }
-    }
-  }
-  return std::nullopt;
-}
-
 const std::vector<ElfSymbol>& ElfImage::symbols() const {
   if (!symbols_loaded_) {
     symbols_loaded_ = true;

@@ -79,9 +79,6 @@ class ElfImage {
   const std::vector<ElfSymbol>& symbols() const;
   // Adds this file's symbols to `out` (for merging a debug file's table).
   void collect_symbols(std::vector<ElfSymbol>& out) const;
-  // st_value of the defined symbol `name` of any type (data too), from
-  // .dynsym then .symtab; a linear scan, for one-off lookups.
-  std::optional<uint64_t> symbol_value(std::string_view name) const;
 
  private:
   ElfImage() = default;

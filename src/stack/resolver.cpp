@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <set>
 
 #include "stack/process.h"
 
@@ -101,17 +100,6 @@ void Resolver::prepare(pid_t pid, Arch arch) {
   if (!p->reload_maps() && !p->has_maps()) return;
   for (const MapEntry& m : p->maps().entries())
     if (m.x && (m.file_backed() || m.is_vdso())) p->mapped(m);
-}
-
-void Resolver::for_each_module(pid_t pid, Arch arch, const std::function<bool(const Module&, uint64_t)>& fn) {
-  Process* p = process(pid, arch);
-  if (!p->reload_maps() && !p->has_maps()) return;
-  std::set<const Module*> seen;
-  for (const MapEntry& m : p->maps().entries()) {
-    if (!m.x || !m.file_backed()) continue;
-    const auto& mm = p->mapped(m);
-    if (mm.module && seen.insert(mm.module.get()).second && !fn(*mm.module, mm.bias)) return;
-  }
 }
 
 const Kallsyms& Resolver::kallsyms() {

@@ -24,7 +24,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -89,11 +88,6 @@ class Resolver {
   // Reads the process's maps and opens the modules of its executable
   // mappings now, so samples unwound after it exited still find them.
   void prepare(pid_t pid, Arch arch);
-
-  // Calls fn(module, load bias) for each module of the process's
-  // executable mappings in address order, opening each as prepare() does
-  // only when it is reached, until fn returns false.
-  void for_each_module(pid_t pid, Arch arch, const std::function<bool(const Module&, uint64_t)>& fn);
 
   // The process exec'd or changed its mappings: drop its maps and Dwfl.
   void invalidate(pid_t pid);

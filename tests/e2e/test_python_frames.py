@@ -15,7 +15,9 @@ from harness import run_jankbpf
 from target import command
 
 IGNORE = "3"
-NICE = ["nice", "-n", "-20"]  # keep the CPU while other sessions load the machine
+# Not under `nice -20` as other tests run their targets: a spinning target
+# that outranks jankbpf's ring reader on a loaded machine makes the reads
+# late, after the task ended, and those frames are refused (README).
 
 SCRIPT = '''\
 import asyncio, json, sys, time
@@ -42,11 +44,11 @@ async def main():
     loop = asyncio.get_running_loop()
     state = {"fast": 0, "done": False, "slow": None}
     loop.call_soon(fast, loop, state)
-    # The process's first long task: jankbpf finds the runtime then, and
-    # its first samples come before that (see the README's limits).
-    loop.call_later(3.1, warm_up)
-    loop.call_later(3.5, slow_busy, state)
-    await asyncio.sleep(4.4)
+    # The process's first long task: its first sample is when jankbpf
+    # finds the runtime, and that sample's frames must be read too.
+    loop.call_later(3.5, warm_up)
+    loop.call_later(4.0, slow_busy, state)
+    await asyncio.sleep(4.8)
     state["done"] = True
     print(json.dumps({"slow": state["slow"], "fast": state["fast"],
                       "version": sys.version_info[:2]}), file=sys.stderr)
@@ -86,7 +88,7 @@ def test_asyncio_slow_callback_has_python_frames(tmp_path, python):
     # --dev: stack logs are counted per hour, so warm_up's log leaves room.
     rc, records, err = run_jankbpf("--ignore-startup-time", IGNORE, "--log-type", "1", "--dev",
                                    "--report-times-per-app", "3",
-                                   "--log-dir", str(tmp_path / "logs"), "--", *NICE, python, str(script))
+                                   "--log-dir", str(tmp_path / "logs"), "--", python, str(script))
     assert rc == 0, err
     truth = [json.loads(l) for l in err.splitlines() if l.startswith("{")]
     assert len(truth) == 1, err
@@ -124,10 +126,17 @@ def test_asyncio_slow_callback_has_python_frames(tmp_path, python):
     (log,) = [p for p in j["external_log"] if "/stack-" in p]
     text = open(log).read()
     assert re.search(r"^\s*\d+ #\d+ at slow_busy \(" + re.escape(str(script)) + r":\d+\)$", text, re.M), text
-    # Found in the first long task, so every sample of this one was read.
-    assert "[python: unreadable]" not in text, text
+    # The first long task, whose first sample found the runtime, is named too.
+    warm = [r for r in janks if r.get("runnable_name") == "warm_up"]
+    assert len(warm) == 1, [(r["duration_ms"], r.get("runnable_name")) for r in janks]
+    assert "[python: unreadable]" not in warm[0]["heaviest_stack"], warm[0]["heaviest_stack"]
+    # Frames read after the task ended (the samples that arrive last, or
+    # late on a loaded machine) are refused, each eval frame saying so: a
+    # few, not most.
     summary = [r for r in records if r.get("type") == "summary"][0]
-    assert summary["runtime_frames"]["read"] >= 8 * j["samples"]
+    frames = summary["runtime_frames"]
+    assert frames["read"] >= 5 * (j["samples"] + warm[0]["samples"]), (frames, j["samples"])
+    assert frames["unreadable"] * 5 <= frames["read"], frames
 
 
 def test_native_program_has_no_python_frames(tmp_path):

@@ -21,8 +21,7 @@
 #include "runtime/interleave.h"
 #include "runtime/python_frames.h"
 #include "runtime/python_layout.h"
-#include "runtime/python_procs.h"
-#include "stack/resolver.h"
+#include "runtime/python_find.h"
 #include "stack/tree.h"
 
 using namespace jankbpf;
@@ -379,6 +378,7 @@ TEST_CASE("python frames go where the native stack runs them") {
   // A native stack cut short: frames left over go at the root end.
   stack::ResolvedStack b = s;
   b.frames.resize(3);
+  b.truncated = true;
   interleave_python(b, c, true, st);
   CHECK(names(b) == std::vector<std::string>{"time_perf_counter", "py:slow_busy", "py:Handle._run",
                                              "_PyEval_EvalFrameDefault", "_PyObject_Call", "py:_run_once",
@@ -393,6 +393,40 @@ TEST_CASE("python frames go where the native stack runs them") {
   CHECK(u.frames.size() == s.frames.size() + 2);
   CHECK(st2.unreadable == 2);
   CHECK(st2.read == 0);
+
+  // An eval frame with calls inlined into it (libdwfl lists them first):
+  // Python frames go leafward of the whole group.
+  stack::ResolvedStack g;
+  stack::Frame inl = native("do_call_core");
+  inl.flags |= stack::kFrameInlined;
+  g.frames = {native("PyObject_Vectorcall"), inl, native("_PyEval_EvalFrameDefault"), native("main")};
+  RuntimeFrameStats st4;
+  interleave_python(g, PyCapture{.status = PyCapture::Status::Ok, .frames = {{.name = "f", .entry = true}}}, true,
+                    st4);
+  CHECK(names(g) == std::vector<std::string>{"PyObject_Vectorcall", "py:f", "do_call_core",
+                                             "_PyEval_EvalFrameDefault", "main"});
+
+  // Frames read after the thread moved on: the loop back in its selector
+  // (one eval call) while the native stack ran a callback (two). Refused.
+  PyCapture moved{.status = PyCapture::Status::Ok,
+                  .frames = {{.name = "select", .file = "/s.py", .line = 468},
+                             {.name = "_run_once", .file = "/b.py", .line = 1884},
+                             {.name = "<module>", .file = "/a.py", .line = 30, .entry = true}}};
+  stack::ResolvedStack m = s;
+  RuntimeFrameStats st5;
+  interleave_python(m, moved, true, st5);
+  CHECK(names(m)[1] == "py:[python: unreadable]");
+  CHECK(names(m)[5] == "py:[python: unreadable]");
+  auto mn = names(m);
+  CHECK(std::count(mn.begin(), mn.end(), "py:select") == 0);
+  CHECK(st5.read == 0);
+  CHECK(st5.unreadable == 2);
+  // ... and a sample that arrived too late is not read at all.
+  stack::ResolvedStack late = s;
+  RuntimeFrameStats st6;
+  interleave_python(late, PyCapture{.status = PyCapture::Status::Late}, true, st6);
+  CHECK(names(late)[1] == "py:[python: unreadable]");
+  CHECK(st6.unreadable == 2);
 
   // Not Python: untouched.
   stack::ResolvedStack n = s;
@@ -515,9 +549,9 @@ TEST_CASE("python frames of a live interpreter, found by its symbols") {
   for (const auto& python : pythons) {
     INFO(python);
     PyChild child(python, kSpinCode);
-    stack::Resolver resolver;
+    PythonFinder finder;
     std::string why;
-    auto target = find_python(resolver, child.pid, &why);
+    auto target = finder.find(child.pid, &why);
     INFO(why);
     REQUIRE(target);
     CHECK(target->code_type != 0);
@@ -547,10 +581,11 @@ TEST_CASE("python frames of a live interpreter, found by its symbols") {
 }
 
 TEST_CASE("a native process is not taken for Python") {
-  stack::Resolver resolver;
+  PythonFinder finder;
   std::string why = "x";
-  CHECK_FALSE(find_python(resolver, getpid(), &why));
+  CHECK_FALSE(finder.find(getpid(), &why));
   CHECK(why.empty());
+  CHECK_FALSE(finder.find(999999999, &why));  // no such process
 }
 
 // Not run by default: `build/jankbpf-unit "[python-bench]"` prints the cost
@@ -570,9 +605,9 @@ TEST_CASE("bench: python frame read per capture", "[.][python-bench]") {
       "    while True: pass\n"
       "deep(28)\n";
   PyChild child(pythons[0], code);
-  stack::Resolver resolver;
+  PythonFinder finder;
   auto t0 = std::chrono::steady_clock::now();
-  auto target = find_python(resolver, child.pid, nullptr);
+  auto target = finder.find(child.pid, nullptr);
   double find_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   REQUIRE(target);
   ProcessMemory mem(child.pid);
