@@ -360,11 +360,7 @@ void Reporter::job_failed(const char* what) {
 void Reporter::add_runtime_frames(stack::ResolvedStack& s, const runtime::PyCapture& py, bool python_process,
                                   uint64_t task_end_ns, bool count) {
   runtime::RuntimeFrameStats st;
-  // Read after the task ended: the thread was elsewhere by then.
-  if (py.status == runtime::PyCapture::Status::Ok && py.read_ns > task_end_ns)
-    runtime::interleave_python(s, runtime::PyCapture{.status = runtime::PyCapture::Status::Late}, true, st);
-  else
-    runtime::interleave_python(s, py, python_process, st);
+  runtime::interleave_python(s, py, python_process, task_end_ns, st);
   if (!count || (!st.read && !st.unreadable)) return;
   std::lock_guard lk(mu_);
   stats_.runtime_frames_read += st.read;

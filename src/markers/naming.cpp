@@ -1,5 +1,6 @@
 #include "markers/naming.h"
 
+#include <algorithm>
 #include <string_view>
 
 namespace jankbpf {
@@ -63,7 +64,9 @@ void name_runnable_from_runtime(TaskRecord& r) {
 }
 
 void NamingOutput::emit(const TaskRecord& r) {
-  if (!r.marker && r.runnable_name.empty() && !r.stack.empty()) {
+  // (A copy only when there is a name to give: records carry every sample.)
+  if (!r.marker && r.runnable_name.empty() &&
+      std::any_of(r.stack.begin(), r.stack.end(), [](const StackFrame& f) { return !f.runtime.empty(); })) {
     TaskRecord named = r;
     name_runnable_from_runtime(named);
     next_.emit(named);

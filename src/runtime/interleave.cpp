@@ -30,8 +30,12 @@ stack::Frame python_frame(const PyFrame& f) {
 }
 
 void interleave_python(stack::ResolvedStack& stack, const PyCapture& capture, bool python_process,
-                       RuntimeFrameStats& stats) {
+                       uint64_t task_end_ns, RuntimeFrameStats& stats) {
   bool ok = capture.status == PyCapture::Status::Ok;
+  if (ok && capture.read_ns > task_end_ns) {
+    ok = false;  // read after the task ended: the thread was elsewhere by then
+    python_process = true;
+  }
   if (!ok && !python_process) return;
   // Python frames split per eval call, leaf first.
   std::vector<std::vector<stack::Frame>> segments(1);

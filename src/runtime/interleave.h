@@ -21,13 +21,15 @@ struct RuntimeFrameStats {
 // Inserts `capture`'s frames (leaf first) into `stack` (leaf first), each
 // eval call's frames just leafward of its _PyEval_EvalFrameDefault frame;
 // frames left over (a native stack cut short) go at the root end. A
-// `python_process` whose capture failed, came too late, or does not fit
+// `python_process` whose capture failed, was read too late (after the
+// sample by more than the ring thread allows, or after the task ended), or does not fit
 // the native stack (a whole native stack whose eval frames are not as
 // many as the eval calls the frames read show: the thread had moved on)
 // gets one "[python: unreadable]" frame at each eval frame instead: never
 // frames of another moment.
+// `task_end_ns`: frames read after it (CLOCK_MONOTONIC) are refused.
 void interleave_python(stack::ResolvedStack& stack, const PyCapture& capture, bool python_process,
-                       RuntimeFrameStats& stats);
+                       uint64_t task_end_ns, RuntimeFrameStats& stats);
 
 // A frame of the given Python function, as the stack library models it.
 stack::Frame python_frame(const PyFrame& f);

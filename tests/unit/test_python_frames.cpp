@@ -156,6 +156,8 @@ std::vector<uint8_t> unhex(const std::string& h) {
   return out;
 }
 
+constexpr uint64_t kNow = ~uint64_t{0};  // a task that has not ended
+
 stack::Frame native(const std::string& sym) {
   stack::Frame f;
   f.module = "/usr/bin/python3.11";
@@ -364,7 +366,7 @@ TEST_CASE("python frames go where the native stack runs them") {
               {.name = "<module>", .file = "/a.py", .line = 30, .entry = true}};
   RuntimeFrameStats st;
   stack::ResolvedStack a = s;
-  interleave_python(a, c, true, st);
+  interleave_python(a, c, true, kNow, st);
   CHECK(names(a) == std::vector<std::string>{"time_perf_counter", "py:slow_busy", "py:Handle._run",
                                              "_PyEval_EvalFrameDefault", "_PyObject_Call", "context_run",
                                              "py:_run_once", "py:<module>", "_PyEval_EvalFrameDefault",
@@ -379,7 +381,7 @@ TEST_CASE("python frames go where the native stack runs them") {
   stack::ResolvedStack b = s;
   b.frames.resize(3);
   b.truncated = true;
-  interleave_python(b, c, true, st);
+  interleave_python(b, c, true, kNow, st);
   CHECK(names(b) == std::vector<std::string>{"time_perf_counter", "py:slow_busy", "py:Handle._run",
                                              "_PyEval_EvalFrameDefault", "_PyObject_Call", "py:_run_once",
                                              "py:<module>"});
@@ -387,7 +389,7 @@ TEST_CASE("python frames go where the native stack runs them") {
   // A Python process whose frames could not be read: said at each eval frame.
   stack::ResolvedStack u = s;
   RuntimeFrameStats st2;
-  interleave_python(u, PyCapture{.status = PyCapture::Status::Unreadable}, true, st2);
+  interleave_python(u, PyCapture{.status = PyCapture::Status::Unreadable}, true, kNow, st2);
   CHECK(names(u)[1] == "py:[python: unreadable]");
   CHECK(names(u)[5] == "py:[python: unreadable]");
   CHECK(u.frames.size() == s.frames.size() + 2);
@@ -402,7 +404,7 @@ TEST_CASE("python frames go where the native stack runs them") {
   g.frames = {native("PyObject_Vectorcall"), inl, native("_PyEval_EvalFrameDefault"), native("main")};
   RuntimeFrameStats st4;
   interleave_python(g, PyCapture{.status = PyCapture::Status::Ok, .frames = {{.name = "f", .entry = true}}}, true,
-                    st4);
+                    kNow, st4);
   CHECK(names(g) == std::vector<std::string>{"PyObject_Vectorcall", "py:f", "do_call_core",
                                              "_PyEval_EvalFrameDefault", "main"});
 
@@ -414,7 +416,7 @@ TEST_CASE("python frames go where the native stack runs them") {
                              {.name = "<module>", .file = "/a.py", .line = 30, .entry = true}}};
   stack::ResolvedStack m = s;
   RuntimeFrameStats st5;
-  interleave_python(m, moved, true, st5);
+  interleave_python(m, moved, true, kNow, st5);
   CHECK(names(m)[1] == "py:[python: unreadable]");
   CHECK(names(m)[5] == "py:[python: unreadable]");
   auto mn = names(m);
@@ -424,14 +426,26 @@ TEST_CASE("python frames go where the native stack runs them") {
   // ... and a sample that arrived too late is not read at all.
   stack::ResolvedStack late = s;
   RuntimeFrameStats st6;
-  interleave_python(late, PyCapture{.status = PyCapture::Status::Late}, true, st6);
+  interleave_python(late, PyCapture{.status = PyCapture::Status::Late}, true, kNow, st6);
   CHECK(names(late)[1] == "py:[python: unreadable]");
   CHECK(st6.unreadable == 2);
+
+  // Read after the task ended: refused, however well it fits.
+  PyCapture after = c;
+  after.read_ns = 2000;
+  stack::ResolvedStack ended = s;
+  RuntimeFrameStats st7;
+  interleave_python(ended, after, true, 1000, st7);
+  CHECK(names(ended)[1] == "py:[python: unreadable]");
+  CHECK(st7.read == 0);
+  stack::ResolvedStack in_time = s;
+  interleave_python(in_time, after, true, 2000, st7);
+  CHECK(names(in_time)[1] == "py:slow_busy");
 
   // Not Python: untouched.
   stack::ResolvedStack n = s;
   RuntimeFrameStats st3;
-  interleave_python(n, PyCapture{}, false, st3);
+  interleave_python(n, PyCapture{}, false, kNow, st3);
   CHECK(names(n) == names(s));
   CHECK(st3.read + st3.unreadable == 0);
 }
@@ -442,7 +456,7 @@ TEST_CASE("python frames in the stack tree, heaviest stack and fingerprint") {
   PyCapture c{.status = PyCapture::Status::Ok,
               .frames = {{.name = "slow_busy", .file = "/a.py", .line = 12, .entry = true}}};
   RuntimeFrameStats st;
-  interleave_python(s, c, true, st);
+  interleave_python(s, c, true, kNow, st);
   stack::StackTree tree;
   tree.add(s);
   stack::ResolvedStack s2 = s;
