@@ -86,12 +86,21 @@ uint64_t PythonProcesses::ns_tid(pid_t pid, pid_t tid) {
 }
 
 PyCapture PythonProcesses::capture(pid_t pid, pid_t tid, uint64_t sample_ns) {
+  Known k;
   bool known;
   {
     std::lock_guard lk(mu_);
-    known = known_.count(pid) != 0;
+    auto it = known_.find(pid);
+    known = it != known_.end();
+    if (known) k = it->second;
   }
   auto lt = live_.find(pid);
+  if (known && !k.python) {
+    // Not Python when looked at: it may have exec'd into Python since (a
+    // shell's `exec python3`); its exe's identity says so for a stat().
+    uint64_t dev = 0, ino = 0;
+    if (exe_identity(pid, &dev, &ino) && (dev != k.exe_dev || ino != k.exe_ino)) known = false;
+  }
   if (!known || lt == live_.end()) {  // first sample, or exited/exec'd since
     discover(pid);
     lt = live_.find(pid);
