@@ -13,7 +13,8 @@ Sections (numbers as in issue 5):
   4. jankbpf's footprint: idle, and with a target janking every 200 ms
   5. accuracy and latency on jank_target's scripted tasks
   6. ns per getppid() in an unwatched process, A B A C A D A
-  7. stacks: jankbpf end to end, the stack library alone, bpftrace's ustack
+  7. stacks: jankbpf end to end, the stack library alone, bpftrace's ustack,
+     the Python frame reader's cost per capture
 
 BENCH_QUICK=1: fewer rounds and shorter windows (a smoke run).
 BENCH_RESULTS=FILE: write the report there instead of bench/RESULTS.md.
@@ -867,6 +868,7 @@ def bench_stacks() -> dict:
             res["unit_error"] = (r.stdout + r.stderr)[-500:]
     else:
         res["unit_error"] = f"{os.path.relpath(UNIT, ROOT)} not built"
+    res["python"] = bench_python_reader()
 
     # One 800 ms spin on jank_target (-O2, no frame pointers), sampled at the
     # same time by jankbpf (its defaults) and by bpftrace's ustack at 199 Hz;
@@ -875,6 +877,22 @@ def bench_stacks() -> dict:
     res["jankbpf_stacks_only"], _, _ = stack_run(["--log-type", "1"], with_bpftrace=False)
     res["node"] = bench_stacks_node()
     return res
+
+
+def bench_python_reader() -> dict:
+    """What reading one sample's Python frames costs the ring thread: the
+    unit binary's [python-bench] case walks a live CPython 3.11 process
+    spinning 30 Python frames deep, 5,000 times, with process_vm_readv."""
+    if not os.path.exists(UNIT):
+        return {"error": f"{os.path.relpath(UNIT, ROOT)} not built"}
+    r = subprocess.run([UNIT, "[python-bench]"], capture_output=True, text=True, timeout=300)
+    m = re.search(r"\[python-bench\] (\S+), (\d+) frames: runtime found in ([\d.]+) ms; cold first read ([\d.]+) us; "
+                  r"warm p50 ([\d.]+) us, p99 ([\d.]+) us, max ([\d.]+) us; ([\d.]+) reads per capture", r.stdout)
+    if not m:
+        return {"error": (r.stdout + r.stderr)[-500:]}
+    return {"python": m.group(1), "frames": int(m.group(2)), "find_ms": float(m.group(3)),
+            "cold_us": float(m.group(4)), "p50_us": float(m.group(5)), "p99_us": float(m.group(6)),
+            "max_us": float(m.group(7)), "reads": float(m.group(8))}
 
 
 def frames_of(stack: str) -> str:
@@ -1354,6 +1372,16 @@ def report(M, workloads, thr, tax_res, hooks, start, foot, acc, stacks, total_s)
                  f"p99 {u['p99_us']:.1f} us")
     else:
         L.append(f"- Stack library bench: not run ({stacks.get('unit_error', '?')}).")
+    py = stacks.get("python", {})
+    if "p50_us" in py:
+        L.append(f"- Python frames (`build/jankbpf-unit \"[python-bench]\"`: the ring thread's read of one sample's "
+                 f"frames, {py['python']} spinning {py['frames']} Python frames deep, process_vm_readv): runtime found "
+                 f"in {py['find_ms']:.1f} ms (once per process); cold first read {py['cold_us']:.0f} µs; warm p50 "
+                 f"{py['p50_us']:.1f} µs, p99 {py['p99_us']:.0f} µs, max {py['max_us']:.0f} µs; {py['reads']:.0f} "
+                 f"reads per capture ({py['p50_us'] / py['frames']:.1f} µs per frame).")
+        T.append(f"PYTHON  frames: {py['frames']} per capture, warm p50 {py['p50_us']:.1f} us, p99 {py['p99_us']:.0f} us")
+    else:
+        L.append(f"- Python frame reader bench: not run ({py.get('error', '?')}).")
     for key, what in (("jankbpf", "defaults: stacks and traces"), ("jankbpf_stacks_only", "`--log-type 1`: stacks only")):
         x = stacks[key]
         per = (x["cpu_ms"] / x["log_samples"]) if x["log_samples"] else float("nan")

@@ -25,7 +25,7 @@ shift || true
 out=${FUZZ_BUILD:-build/fuzz}
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_maps fuzz_perf_map fuzz_perf_sample fuzz_config fuzz_elf_notes
-                                        fuzz_marker_spec fuzz_stack_tree fuzz_json_sink)
+                                        fuzz_marker_spec fuzz_stack_tree fuzz_json_sink fuzz_python_frames)
 
 # -max_len by input kind: a maps or perf-map text of a few hundred lines,
 # one perf record (header size is 16 bits), a config file, a small ELF.
@@ -37,6 +37,7 @@ max_len() {
     fuzz_elf_notes) echo 16384 ;;
     fuzz_marker_spec) echo 1024 ;;
     fuzz_stack_tree|fuzz_json_sink) echo 4096 ;;
+    fuzz_python_frames) echo 16384 ;;  # a few thread states, frames, code objects
   esac
 }
 

@@ -580,6 +580,8 @@ void Monitor::emit_summary() {
   s.suppressed = rs.suppressed;
   s.failed_jobs = rs.failed_jobs;
   s.stacks_evicted = rs.evicted_threads;
+  s.runtime_frames_read = rs.runtime_frames_read;
+  s.runtime_frames_unreadable = rs.runtime_frames_unreadable;
   s.traces = traces_ ? traces_->saved() : 0;
   s.watchdog = detector_->watchdog_name();
   s.state_storage = detector_->state_storage();

@@ -12,6 +12,8 @@
 #include "logs/log_dir.h"
 #include "logs/quota.h"
 #include "report/sampled.h"
+#include "runtime/interleave.h"
+#include "runtime/python_procs.h"
 #include "stack/perf_sample.h"
 #include "stack/resolver.h"
 #include "stack/tree.h"
@@ -105,6 +107,10 @@ struct Reporter::Impl {
     uint64_t time_ns;
     pid_t pid;
     stack::ResolvedStack stack;
+    // Python frames read at the sample's arrival: placed in the stack when
+    // the task is reported, if they were read before it ended.
+    runtime::PyCapture python;
+    bool python_process = false;
   };
   std::unordered_map<pid_t, std::deque<Stored>> stacks;  // by tid
   struct OffCpu {
@@ -133,18 +139,22 @@ struct Reporter::Impl {
     if (count) ++evicted;
   }
 
-  void store(pid_t tid, uint64_t time_ns, stack::ResolvedStack&& s) {
+  void store(pid_t tid, uint64_t time_ns, stack::ResolvedStack&& s, runtime::PyCapture&& py = {},
+             bool python_process = false) {
     make_room(stacks, tid, true);
     auto& q = stacks[tid];
     while (!q.empty() && (q.size() >= kMaxStacksPerThread || time_ns - q.front().time_ns > kMaxStackAgeNs))
       q.pop_front();
     pid_t pid = s.pid;
-    q.push_back({time_ns, pid, std::move(s)});
+    q.push_back({time_ns, pid, std::move(s), std::move(py), python_process});
   }
 };
 
 Reporter::Reporter(ReporterConfig cfg, Output& out)
-    : impl_(std::make_unique<Impl>()), cfg_(std::move(cfg)), out_(out) {
+    : impl_(std::make_unique<Impl>()),
+      python_(std::make_unique<runtime::PythonProcesses>()),
+      cfg_(std::move(cfg)),
+      out_(out) {
   LogDirOptions lo;
   lo.path = cfg_.log_dir;
   lo.cap_bytes = cfg_.log_cap;
@@ -202,12 +212,20 @@ void Reporter::push(Job job, bool droppable) {
   cv_.notify_one();
 }
 
-void Reporter::add_perf_sample(std::vector<uint8_t>&& record) { push(SampleJob{std::move(record)}, true); }
+void Reporter::add_perf_sample(std::vector<uint8_t>&& record) {
+  SampleJob job{std::move(record), {}};
+  stack::PerfSampleView v;
+  if (stack::parse_perf_sample(job.record, cfg_.perf_sample_type, cfg_.regs_mask, v))
+    job.python = python_->capture(static_cast<pid_t>(v.pid), static_cast<pid_t>(v.tid), v.time);
+  push(std::move(job), true);
+}
 
 void Reporter::add_offcpu(const jb_offcpu_event& e) {
   auto copy = std::make_unique<jb_offcpu_event>();
   memcpy(copy.get(), &e, sizeof e);
-  push(OffCpuJob{std::move(copy)}, true);
+  // Still off the CPU in the task: its Python frames are where it waits.
+  auto py = python_->capture(static_cast<pid_t>(e.hdr.pid), static_cast<pid_t>(e.hdr.tid), 0);
+  push(OffCpuJob{std::move(copy), std::move(py)}, true);
 }
 
 void Reporter::add_waker(const jb_waker_event& e) { push(WakerJob{e}, true); }
@@ -285,8 +303,10 @@ void Reporter::run() {
                 out_.emit(j.rec);
             } else if constexpr (std::is_same_v<T, PinJob>) {
               impl_->resolver.prepare(j.pid, host_arch().arch);
+              python_->check_exec(j.pid);
             } else if constexpr (std::is_same_v<T, ForgetJob>) {
               impl_->resolver.forget(j.pid);
+              python_->forget(j.pid);
               std::erase_if(impl_->stacks, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
               std::erase_if(impl_->offcpu, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
               std::lock_guard lk(quota_mu_);
@@ -337,12 +357,23 @@ void Reporter::job_failed(const char* what) {
   if (n <= 5) log::error("reporter: %s failed: %s (the record or stack is lost; jankbpf goes on)", job.c_str(), what);
 }
 
+void Reporter::add_runtime_frames(stack::ResolvedStack& s, const runtime::PyCapture& py, bool python_process,
+                                  uint64_t task_end_ns, bool count) {
+  runtime::RuntimeFrameStats st;
+  runtime::interleave_python(s, py, python_process, task_end_ns, st);
+  if (!count || (!st.read && !st.unreadable)) return;
+  std::lock_guard lk(mu_);
+  stats_.runtime_frames_read += st.read;
+  stats_.runtime_frames_unreadable += st.unreadable;
+}
+
 void Reporter::handle(SampleJob& j) {
   stack::PerfSampleView v;
   if (!stack::parse_perf_sample(j.record, cfg_.perf_sample_type, cfg_.regs_mask, v)) return;
   stack::SampleInput in = stack::to_sample_input(v, cfg_.regs_mask);
   auto resolved = impl_->resolver.resolve(in);
-  impl_->store(static_cast<pid_t>(v.tid), v.time, std::move(resolved));
+  bool py = python_->is_python(in.pid);
+  impl_->store(static_cast<pid_t>(v.tid), v.time, std::move(resolved), std::move(j.python), py);
 }
 
 void Reporter::handle(OffCpuJob& j) {
@@ -365,7 +396,8 @@ void Reporter::handle(OffCpuJob& j) {
   in.kernel_callchain = std::span<const uint64_t>(kpcs, kframes);
   in.wait_state = e.state == JB_ST_BLOCKED ? 'D' : e.state == JB_ST_RUNNABLE ? 'R' : 'S';
   auto resolved = impl_->resolver.resolve(in);
-  impl_->store(in.tid, e.hdr.time_ns, std::move(resolved));
+  bool py = python_->is_python(in.pid);
+  impl_->store(in.tid, e.hdr.time_ns, std::move(resolved), std::move(j.python), py);
 
   Impl::OffCpu off;
   off.pid = in.pid;
@@ -418,8 +450,15 @@ void Reporter::handle(TaskJob& j) {
     auto& q = it->second;
     for (const auto& s : q)
       if (s.time_ns >= ctx.begin_ns && s.time_ns <= ctx.end_ns) {
-        tree.add(s.stack);
-        if (cfg_.keep_samples) rec.sampled.push_back(report::to_sampled(s.stack, s.time_ns));
+        const stack::ResolvedStack* st = &s.stack;
+        stack::ResolvedStack with_python;
+        if (s.python_process || s.python.status != runtime::PyCapture::Status::None) {
+          with_python = s.stack;
+          add_runtime_frames(with_python, s.python, s.python_process, ctx.end_ns, !hang);
+          st = &with_python;
+        }
+        tree.add(*st);
+        if (cfg_.keep_samples) rec.sampled.push_back(report::to_sampled(*st, s.time_ns));
       }
     // A finished task's stacks (and those of shorter tasks before it) are
     // no longer needed; a hang keeps them for the task's final report.
@@ -441,6 +480,7 @@ void Reporter::handle(TaskJob& j) {
       sf.kernel = f.kernel();
       sf.jit = f.jit();
       sf.inlined = f.inlined();
+      sf.runtime = f.runtime;
       rec.stack.push_back(std::move(sf));
     }
     rec.modules = modules.modules();

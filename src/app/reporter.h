@@ -25,8 +25,15 @@
 #include "jankbpf/events.h"
 #include "model/records.h"
 #include "output/output.h"
+#include "runtime/python_frames.h"
 
 namespace jankbpf {
+namespace runtime {
+class PythonProcesses;
+}
+namespace stack {
+struct ResolvedStack;
+}
 
 class LogDir;
 class ReportQuota;
@@ -61,6 +68,7 @@ struct ReporterStats {
   uint64_t suppressed = 0;
   uint64_t failed_jobs = 0;   // jobs that threw (bad_alloc, a parser's error): counted, skipped
   uint64_t evicted_threads = 0;  // threads whose kept stacks were dropped to bound memory
+  uint64_t runtime_frames_read = 0, runtime_frames_unreadable = 0;  // Python frames in stacks
 };
 
 class Reporter {
@@ -70,7 +78,9 @@ class Reporter {
   Reporter(const Reporter&) = delete;
   Reporter& operator=(const Reporter&) = delete;
 
-  // Stacks, as they come.
+  // Stacks, as they come, from one thread (the ring reader): a Python
+  // thread's frames are read here, on arrival, while the thread is still
+  // where the sample shows it.
   void add_perf_sample(std::vector<uint8_t>&& record);
   void add_offcpu(const jb_offcpu_event& e);
   void add_waker(const jb_waker_event& e);
@@ -110,8 +120,8 @@ class Reporter {
   std::mutex& quota_mutex() { return quota_mu_; }
 
  private:
-  struct SampleJob { std::vector<uint8_t> record; };
-  struct OffCpuJob { std::unique_ptr<jb_offcpu_event> event; };
+  struct SampleJob { std::vector<uint8_t> record; runtime::PyCapture python; };
+  struct OffCpuJob { std::unique_ptr<jb_offcpu_event> event; runtime::PyCapture python; };
   struct WakerJob { jb_waker_event event; };
   struct TaskJob { TaskRecord rec; TaskContext ctx; };
   struct ExitJob { ExitRecord rec; };
@@ -125,12 +135,17 @@ class Reporter {
   void handle(OffCpuJob& j);
   void handle(WakerJob& j);
   void handle(TaskJob& j);
+  // Places a sample's Python frames in its stack (counted unless `count`
+  // is false: a hang's stacks are counted with the task's jank).
+  void add_runtime_frames(stack::ResolvedStack& s, const runtime::PyCapture& py, bool python_process,
+                          uint64_t task_end_ns, bool count);
   void job_failed(const char* what);
   void emit_parked(bool all);
   void write_task(const TaskRecord& rec);
 
   struct Impl;  // the resolver and the per-thread stores: worker-only state
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<runtime::PythonProcesses> python_;  // found by the worker, read by the ring thread
   ReporterConfig cfg_;
   Output& out_;
   std::unique_ptr<LogDir> logs_;

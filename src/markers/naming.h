@@ -15,6 +15,11 @@ namespace jankbpf {
 // frame gives the JS function's name. Leaves other records alone.
 void name_runnable_from_stack(TaskRecord& r);
 
+// For a task no marker bounded: the innermost interpreter (Python) frame
+// of the heaviest path names it, when that frame could be read. Leaves
+// marker tasks and already named ones alone.
+void name_runnable_from_runtime(TaskRecord& r);
+
 // An Output that names task records so, then hands every record on.
 class NamingOutput final : public Output {
  public:

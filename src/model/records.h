@@ -42,6 +42,7 @@ struct StackFrame {
   std::string file;
   uint32_t line = 0;
   bool kernel = false, jit = false, inlined = false;
+  std::string runtime;  // "python" for an interpreter's frame ("" native)
 };
 
 struct WakerInfo {
@@ -167,6 +168,8 @@ struct SummaryRecord {
   uint64_t marker_sites_released = 0;  // of those, detached when the processes needing them exited
   uint64_t marker_files_capped = 0;    // marked files left without probes: over the caps
   uint64_t marker_files_refused = 0;   // marked files not attached: not the file mapped
+  // Python frames placed in stacks, and places one could not be read.
+  uint64_t runtime_frames_read = 0, runtime_frames_unreadable = 0;
   double cpu_user_s = 0;
   double cpu_sys_s = 0;
   long max_rss_kb = 0;

@@ -53,8 +53,9 @@ std::string to_json_line(const TaskRecord& r) {
   j["delivery_ms"] = ms3(r.delivery_ms);
   j["wait_syscall"] = r.wait_syscall;
   j["boundary"] = r.boundary;
+  // Marker tasks always name what ran; others when a Python frame did.
+  if (r.boundary == "marker" || !r.runnable_name.empty()) j["runnable_name"] = r.runnable_name;
   if (r.boundary == "marker") {
-    j["runnable_name"] = r.runnable_name;
     if (r.marker) {
       Json m{{"type", r.marker->type}, {"binary", r.marker->binary}, {"probe", r.marker->probe}};
       if (!r.marker->runtime.empty()) m["runtime"] = r.marker->runtime;
@@ -86,6 +87,7 @@ std::string to_json_line(const TaskRecord& r) {
     if (f.kernel) jf["kernel"] = true;
     if (f.jit) jf["jit"] = true;
     if (f.inlined) jf["inlined"] = true;
+    if (!f.runtime.empty()) jf["runtime"] = f.runtime;
     stack.push_back(std::move(jf));
   }
   j["stack"] = stack;
@@ -158,6 +160,8 @@ std::string to_json_line(const SummaryRecord& r) {
   if (r.marker_sites_released) j["marker_sites_released"] = r.marker_sites_released;
   if (r.marker_files_capped) j["marker_files_capped"] = r.marker_files_capped;
   if (r.marker_files_refused) j["marker_files_refused"] = r.marker_files_refused;
+  if (r.runtime_frames_read || r.runtime_frames_unreadable)
+    j["runtime_frames"] = Json{{"read", r.runtime_frames_read}, {"unreadable", r.runtime_frames_unreadable}};
   j["cpu_user_s"] = ms3(r.cpu_user_s);
   j["cpu_sys_s"] = ms3(r.cpu_sys_s);
   j["max_rss_kb"] = r.max_rss_kb;

@@ -65,7 +65,7 @@ SampledStack to_sampled(const stack::ResolvedStack& s, uint64_t time_ns) {
   out.wait_state = s.wait_state;
   out.frames.reserve(s.frames.size());
   for (auto it = s.frames.rbegin(); it != s.frames.rend(); ++it)
-    out.frames.push_back({frame_name(*it), base_name(it->module)});
+    out.frames.push_back({frame_name(*it), it->is_runtime() ? "[" + it->runtime + "]" : base_name(it->module)});
   return out;
 }
 

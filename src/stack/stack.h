@@ -58,11 +58,15 @@ struct Frame {
   std::string file;            // source file where DWARF line info (or a JIT map) says
   uint32_t line = 0, column = 0;
   uint32_t flags = 0;
+  // An interpreter's frame placed among the native ones ("python"; "" for
+  // native code): symbol, file and line are the runtime's, there is no pc.
+  std::string runtime;
 
   bool has_module() const { return !module.empty(); }
   bool jit() const { return flags & kFrameJit; }
   bool kernel() const { return flags & kFrameKernel; }
   bool inlined() const { return flags & kFrameInlined; }
+  bool is_runtime() const { return !runtime.empty(); }
 };
 
 // Why unwinding stopped.

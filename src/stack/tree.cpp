@@ -27,6 +27,12 @@ std::string frame_key(const Frame& f, TreeOptions::Merge merge) {
     std::snprintf(buf, sizeof buf, "k:%" PRIx64, f.pc);
     return buf;
   }
+  if (f.is_runtime()) {  // an interpreter's function: by name and file, and line unless merged
+    k = "r:" + f.runtime + "\x1f" + f.symbol + "\x1f" + f.file;
+    if (merge == TreeOptions::Merge::Function) return k;
+    std::snprintf(buf, sizeof buf, ":%u", f.line);
+    return k + buf;
+  }
   if (f.jit() && !f.symbol.empty()) {
     k = "j:" + f.symbol + "\x1f" + f.file;
     std::snprintf(buf, sizeof buf, ":%u:%u", f.line, f.column);
@@ -92,7 +98,7 @@ void StackTree::insert(Node* root, const ResolvedStack& stack, TreeOptions::Merg
 std::string StackTree::format_frame(const Frame& f, bool source_locations) {
   char buf[64];
   std::string s;
-  if (f.jit() && !f.symbol.empty()) {
+  if ((f.jit() || f.is_runtime()) && !f.symbol.empty()) {
     s = "at " + f.symbol;
     if (!f.file.empty()) {
       s += " (" + f.file;
@@ -206,6 +212,11 @@ std::string StackTree::fingerprint() const {
       out += wait_text(best->wait_state);
     } else {
       const Frame& f = best->frame;
+      if (f.is_runtime()) {  // "python!slow_busy (app.py)": lines move, the function does not
+        out += f.runtime + "!" + f.symbol + " (" + f.file + ")";
+        cur = best;
+        continue;
+      }
       char off[32];
       std::snprintf(off, sizeof off, "+0x%" PRIx64, f.has_module() ? f.module_offset : f.pc);
       out += f.module + "!" + (f.symbol.empty() ? std::string(off) : f.symbol);

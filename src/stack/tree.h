@@ -5,6 +5,7 @@
 // Tree text, root = outermost frame, 4 spaces of indent per level:
 //   COUNT #LEVEL pc PC PATH(SYMBOL+OFF)(BUILD_ID)      native frame
 //   COUNT #LEVEL at FUNC (FILE:LINE:COL)               JIT frame (perf map)
+//   COUNT #LEVEL at FUNC (FILE:LINE)                   runtime frame (Python)
 //   COUNT #LEVEL pc PC [kernel.kallsyms](SYMBOL+OFF)(BUILD_ID)
 //   COUNT #LEVEL wait S (sleeping)                     off-CPU sample's state
 // PC is the module offset (8 hex digits at least; absolute for kernel and

@@ -1,0 +1,37 @@
+// Places a thread's Python frames where its native stack runs them: each
+// _PyEval_EvalFrameDefault frame runs the Python frames from the current
+// one down to the next entry frame (one C call may run several Python
+// frames: calls between Python functions do not recurse in C since 3.11).
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/python_frames.h"
+#include "stack/stack.h"
+
+namespace jankbpf::runtime {
+
+inline constexpr const char* kPythonUnreadable = "[python: unreadable]";
+
+struct RuntimeFrameStats {
+  uint64_t read = 0;        // Python frames placed in stacks
+  uint64_t unreadable = 0;  // places a Python frame should be but could not be read
+};
+
+// Inserts `capture`'s frames (leaf first) into `stack` (leaf first), each
+// eval call's frames just leafward of its _PyEval_EvalFrameDefault frame;
+// frames left over (a native stack cut short) go at the root end. A
+// `python_process` whose capture failed, was read too late (after the
+// sample by more than the ring thread allows, or after the task ended), or does not fit
+// the native stack (a whole native stack whose eval frames are not as
+// many as the eval calls the frames read show: the thread had moved on)
+// gets one "[python: unreadable]" frame at each eval frame instead: never
+// frames of another moment.
+// `task_end_ns`: frames read after it (CLOCK_MONOTONIC) are refused.
+void interleave_python(stack::ResolvedStack& stack, const PyCapture& capture, bool python_process,
+                       uint64_t task_end_ns, RuntimeFrameStats& stats);
+
+// A frame of the given Python function, as the stack library models it.
+stack::Frame python_frame(const PyFrame& f);
+
+}  // namespace jankbpf::runtime

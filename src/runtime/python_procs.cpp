@@ -1,0 +1,123 @@
+#include "runtime/python_procs.h"
+
+#include <sys/stat.h>
+
+#include <charconv>
+#include <string_view>
+
+#include "stack/maps.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace jankbpf::runtime {
+
+namespace {
+
+bool exe_identity(pid_t pid, uint64_t* dev, uint64_t* ino) {
+  // stat() follows /proc/PID/exe to the file: its identity, nothing opened.
+  struct stat st {};
+  if (stat(("/proc/" + std::to_string(pid) + "/exe").c_str(), &st) != 0) return false;
+  *dev = st.st_dev;
+  *ino = st.st_ino;
+  return true;
+}
+
+}  // namespace
+
+void PythonProcesses::discover(pid_t pid) {
+  Known k;
+  exe_identity(pid, &k.exe_dev, &k.exe_ino);
+  std::string why;
+  std::unique_ptr<PythonTarget> t = finder_.find(pid, &why);
+  if (t) log::info("pid %d: %s: reading Python frames", pid, log::escape_control(why).c_str());
+  else if (!why.empty()) log::info("pid %d: %s: Python frames not read", pid, log::escape_control(why).c_str());
+  k.python = t != nullptr;
+  if (live_.size() >= 4096) live_.clear();  // processes gone without an exit record
+  Live& live = live_[pid];
+  live = Live{};
+  if (t) live.walker = std::make_unique<PythonWalker>(*t);
+  std::lock_guard lk(mu_);
+  if (known_.size() >= 4096) known_.clear();
+  known_[pid] = k;
+}
+
+bool PythonProcesses::is_python(pid_t pid) {
+  std::lock_guard lk(mu_);
+  auto it = known_.find(pid);
+  return it != known_.end() && it->second.python;
+}
+
+void PythonProcesses::check_exec(pid_t pid) {
+  uint64_t dev = 0, ino = 0;
+  if (!exe_identity(pid, &dev, &ino)) return;
+  std::lock_guard lk(mu_);
+  auto it = known_.find(pid);
+  if (it != known_.end() && (it->second.exe_dev != dev || it->second.exe_ino != ino)) known_.erase(it);
+}
+
+void PythonProcesses::forget(pid_t pid) {
+  std::lock_guard lk(mu_);
+  known_.erase(pid);
+}
+
+uint64_t PythonProcesses::ns_tid(pid_t pid, pid_t tid) {
+  std::string text;
+  if (!stack::read_small_file("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status", text,
+                              64 << 10))
+    return static_cast<uint64_t>(tid);
+  size_t at = text.find("\nNSpid:");
+  if (at == std::string::npos) return static_cast<uint64_t>(tid);
+  std::string_view line(text);
+  line.remove_prefix(at + 7);
+  line = line.substr(0, line.find('\n'));
+  uint64_t last = static_cast<uint64_t>(tid);
+  // "NSpid:\t123\t7": the last number is the innermost namespace's.
+  while (!line.empty()) {
+    size_t s = line.find_first_not_of(" \t");
+    if (s == std::string_view::npos) break;
+    line.remove_prefix(s);
+    uint64_t v = 0;
+    auto r = std::from_chars(line.data(), line.data() + line.size(), v);
+    if (r.ec != std::errc()) break;
+    last = v;
+    line.remove_prefix(static_cast<size_t>(r.ptr - line.data()));
+  }
+  return last;
+}
+
+PyCapture PythonProcesses::capture(pid_t pid, pid_t tid, uint64_t sample_ns) {
+  Known k;
+  bool known;
+  {
+    std::lock_guard lk(mu_);
+    auto it = known_.find(pid);
+    known = it != known_.end();
+    if (known) k = it->second;
+  }
+  auto lt = live_.find(pid);
+  if (known && !k.python) {
+    // Not Python when looked at: it may have exec'd into Python since (a
+    // shell's `exec python3`); its exe's identity says so for a stat().
+    uint64_t dev = 0, ino = 0;
+    if (exe_identity(pid, &dev, &ino) && (dev != k.exe_dev || ino != k.exe_ino)) known = false;
+  }
+  if (!known || lt == live_.end()) {  // first sample, or exited/exec'd since
+    discover(pid);
+    lt = live_.find(pid);
+  }
+  Live& live = lt->second;
+  if (!live.walker) return {};
+  auto nt = live.ns_tids.find(tid);
+  if (nt == live.ns_tids.end()) {
+    if (live.ns_tids.size() >= 4096) live.ns_tids.clear();
+    nt = live.ns_tids.emplace(tid, ns_tid(pid, tid)).first;
+  }
+  // After the look-ups above: the read is what must be close to the sample.
+  if (sample_ns && monotonic_ns() - sample_ns > kMaxReadDelayNs) return PyCapture{.status = PyCapture::Status::Late};
+  ProcessMemory mem(pid);
+  PyCapture c = live.walker->walk(mem, nt->second);
+  c.read_ns = monotonic_ns();
+  return c;
+}
+
+}  // namespace jankbpf::runtime

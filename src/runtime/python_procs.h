@@ -1,0 +1,64 @@
+// Which watched processes run CPython, and their threads' Python frames.
+//
+// The ring thread does both, when a sample arrives: the frames can only be
+// read while the sampled thread is still where the sample shows it, so the
+// runtime must be known by then -- the first sample of a process finds it
+// (python_find.h: a cheap look, each file once per run). The reporter
+// thread asks whether a process is Python, and drops what is known of a
+// process that exited or exec'd.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "runtime/python_find.h"
+#include "runtime/python_frames.h"
+
+namespace jankbpf::runtime {
+
+class PythonProcesses {
+ public:
+  // Ring thread: the Python frames thread tid of pid runs now (Status::None
+  // when pid does not run a supported CPython), with the time of the read
+  // (the reporter keeps them only if the task was still running then).
+  // `sample_ns`: when the sample was taken (CLOCK_MONOTONIC; 0 for an
+  // off-CPU capture, whose thread waits where it was); one older than
+  // kMaxReadDelayNs is Status::Late, not read: even inside its task, the
+  // thread's Python frames would be those of another moment.
+  PyCapture capture(pid_t pid, pid_t tid, uint64_t sample_ns);
+  static constexpr uint64_t kMaxReadDelayNs = 100'000'000;
+
+  // Reporter thread.
+  bool is_python(pid_t pid);
+  // The process exec'd since it was looked at (`nice python3 app.py` is not
+  // Python when first seen): look again at its next sample.
+  void check_exec(pid_t pid);
+  void forget(pid_t pid);
+
+ private:
+  void discover(pid_t pid);
+  // The tid as the process's pid namespace numbers it (PyThreadState has
+  // that one): NSpid's last field in /proc/PID/task/TID/status.
+  static uint64_t ns_tid(pid_t pid, pid_t tid);
+
+  std::mutex mu_;
+  struct Known {
+    bool python = false;
+    uint64_t exe_dev = 0, exe_ino = 0;  // the executable looked at
+  };
+  std::unordered_map<pid_t, Known> known_;  // under mu_
+
+  // Ring thread only.
+  PythonFinder finder_;
+  struct Live {
+    std::unique_ptr<PythonWalker> walker;  // null: not Python
+    std::unordered_map<pid_t, uint64_t> ns_tids;
+  };
+  std::unordered_map<pid_t, Live> live_;
+};
+
+}  // namespace jankbpf::runtime
