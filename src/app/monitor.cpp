@@ -567,7 +567,8 @@ void Monitor::emit_summary() {
   s.janks = janks_;
   s.hangs = hangs_;
   s.exits = exits_;
-  s.lost_events = ks.ringbuf_drops;
+  // Every record a full ring cost, as in 1.0; offcpu_ring_full is the captures' share.
+  s.lost_events = ks.ringbuf_drops + ks.offcpu_ring_full;
   s.threads_untracked = ks.threads_map_full;
   s.timer_failures = ks.timer_failures;
   s.unseen_switches = ks.unseen_switches;

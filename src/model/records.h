@@ -140,7 +140,7 @@ struct SummaryRecord {
   uint64_t janks = 0;
   uint64_t hangs = 0;
   uint64_t exits = 0;
-  uint64_t lost_events = 0;        // ring-buffer reservations that failed
+  uint64_t lost_events = 0;        // ring-buffer reservations that failed, either ring
   uint64_t threads_untracked = 0;  // threads map full
   uint64_t timer_failures = 0;
   uint64_t unseen_switches = 0;  // switch-ins no tracepoint showed, repaired

@@ -88,7 +88,7 @@ def test_rate_limit_counts_the_flood_and_every_other_jank_arrives(targets):
           f"{s['offcpu_rate_limited']}, ring full {s['offcpu_ring_full']}")
     assert s["offcpu_captures"] <= allowed(flood) + allowed(victim), s
     assert s["offcpu_rate_limited"] >= flood_attempts - allowed(flood), (naps, s)
-    assert s["lost_events"] == 0
+    assert s["lost_events"] == s["offcpu_ring_full"], s  # no small record lost
     # Said once, naming the summary field.
     assert jb.stderr.count("offcpu_rate_limited:") == 1, jb.stderr
 
@@ -122,7 +122,7 @@ def test_a_full_captures_ring_loses_captures_not_janks(monkeypatch, targets):
           f"{s['lost_events']}, offcpu_ring_full={s['offcpu_ring_full']}")
     assert delivered == PAUSED_VICTIM_JANKS, err
     assert s["offcpu_ring_full"] > 0, s
-    assert s["lost_events"] == 0, s
+    assert s["lost_events"] == s["offcpu_ring_full"], s  # no small record lost
     assert err.count("offcpu_ring_full:") == 1, err
 
 
