@@ -606,38 +606,57 @@ const std::vector<uid_t>& Process::owners() {
   return owners_;
 }
 
-const PerfMap::Entry* Process::jit_lookup(uint64_t addr) {
+namespace {
+constexpr uint64_t kMaxPerfMapBytes = 512u << 20;
+}
+
+bool Process::hold_perf_map() {
   // The perf map is the process's own file in its own /tmp: opened inside
   // its root, no link followed, no FIFO or device read, bounded, and only
   // when owned by the process's user (or root).
-  constexpr uint64_t kMaxPerfMapBytes = 512u << 20;
-  auto now = std::chrono::steady_clock::now();
+  if (perf_map_fd_) return true;
   if (perf_map_path_.empty()) {
     pid_t ns = namespace_pid(owner_.options().proc_root, pid_);
     perf_map_path_ = "/tmp/perf-" + std::to_string(ns) + ".map";
   }
+  OpenPolicy policy;
+  policy.max_size = kMaxPerfMapBytes;
+  policy.owners = owners();
+  if (policy.owners.empty()) return false;  // gone
+  Opened o = open_in_root(proc_path("root"), perf_map_path_, policy);
+  if (!o) {
+    if (o.error != perf_map_error_) log::debug("perf map of pid %d refused: %s", pid_, o.error.c_str());
+    perf_map_error_ = o.error;
+    return false;
+  }
+  perf_map_error_.clear();
+  perf_map_fd_ = std::move(o.fd);
+  return true;
+}
+
+const PerfMap::Entry* Process::jit_lookup(uint64_t addr) {
+  auto now = std::chrono::steady_clock::now();
   if (perf_map_) {
     if (const auto* e = perf_map_->lookup(addr)) return e;
     // JIT output grows while we look: a miss re-checks the file, rarely.
     if (now - perf_map_checked_ < std::chrono::milliseconds(20)) return nullptr;
   }
   perf_map_checked_ = now;
-  OpenPolicy policy;
-  policy.max_size = kMaxPerfMapBytes;
-  policy.owners = owners();
-  if (policy.owners.empty()) return nullptr;  // gone
-  Opened o = open_in_root(proc_path("root"), perf_map_path_, policy);
-  if (!o) {
-    if (o.error != perf_map_error_) log::debug("perf map of pid %d refused: %s", pid_, o.error.c_str());
-    perf_map_error_ = o.error;
-    return nullptr;
+  // Opened once while the process lives (its samples are often unwound
+  // after it exited, when /proc/PID/root is gone) and re-read through that
+  // descriptor as it grows; opened again only if it was unlinked.
+  struct stat st{};
+  if (perf_map_fd_ && (::fstat(perf_map_fd_.get(), &st) != 0 || st.st_nlink == 0)) perf_map_fd_.reset();
+  if (!perf_map_fd_) {
+    if (!hold_perf_map()) return nullptr;
+    if (::fstat(perf_map_fd_.get(), &st) != 0) return nullptr;
   }
-  perf_map_error_.clear();
-  const struct stat& st = o.st;
+  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > kMaxPerfMapBytes) return nullptr;
   int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   if (perf_map_ && mtime == perf_map_mtime_ && st.st_size == perf_map_size_) return nullptr;
   std::string text;
-  if (!read_bounded(o.fd.get(), text, kMaxPerfMapBytes)) return nullptr;
+  if (::lseek(perf_map_fd_.get(), 0, SEEK_SET) != 0 || !read_bounded(perf_map_fd_.get(), text, kMaxPerfMapBytes))
+    return nullptr;
   perf_map_ = PerfMap::parse(text);
   perf_map_mtime_ = mtime;
   perf_map_size_ = st.st_size;

@@ -65,6 +65,9 @@ class Process {
 
   // The perf-map (JIT) entry for addr, re-reading the map file when it changed.
   const PerfMap::Entry* jit_lookup(uint64_t addr);
+  // Opens the perf map (if the process has one) now, while the process
+  // lives; jit_lookup() reads it through that descriptor later.
+  bool hold_perf_map();
 
   // Removes arm64 pointer-authentication bits when what remains is code.
   uint64_t strip_pac(uint64_t v) const;
@@ -114,6 +117,7 @@ class Process {
   bool dwfl_failed_ = false;
 
   std::optional<PerfMap> perf_map_;
+  Fd perf_map_fd_;  // held: the process may exit before its samples are unwound
   std::string perf_map_path_;  // inside the process's root: "/tmp/perf-NSPID.map"
   std::string perf_map_error_;  // the last refusal, logged once
   int64_t perf_map_mtime_ = -1;

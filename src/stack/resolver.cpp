@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "stack/process.h"
+#include "util/log.h"
 
 namespace jankbpf::stack {
 namespace {
@@ -98,6 +99,11 @@ Process* Resolver::process(pid_t pid, Arch arch) {
 void Resolver::prepare(pid_t pid, Arch arch) {
   Process* p = process(pid, arch);
   if (!p->reload_maps() && !p->has_maps()) return;
+  // The cheap things that need the live process first (opening a large
+  // binary's modules takes seconds, and the process may exit meanwhile).
+  bool jit = std::any_of(p->maps().entries().begin(), p->maps().entries().end(),
+                         [](const MapEntry& m) { return m.anon_exec(); });
+  if (jit) p->hold_perf_map();
   for (const MapEntry& m : p->maps().entries())
     if (m.x && (m.file_backed() || m.is_vdso())) p->mapped(m);
 }

@@ -603,8 +603,19 @@ TEST_CASE("x86_64 self-capture through JIT code replayed offline", "[stack][x86]
     if (m.file_backed() && std::none_of(files.begin(), files.end(), [&](auto& f) { return f.first == m.path; }))
       files.push_back({m.path, m.path});
   FakeProc proc(c.maps, files);
-  Resolver r(proc.options());
-  check_jit_chain(r.resolve(c.input()));
+  {
+    Resolver r(proc.options());
+    check_jit_chain(r.resolve(c.input()));
+  }
+  {
+    // Prepared while the process lived; unwound after it exited (its
+    // /proc/PID is gone): the perf map is read through the held descriptor.
+    Resolver r(proc.options());
+    r.prepare(kFakePid, Arch::X86_64);
+    const std::string pid_dir = proc.root + "/" + std::to_string(kFakePid);
+    fs::rename(pid_dir, proc.root + "/exited");
+    check_jit_chain(r.resolve(c.input()));
+  }
   std::error_code ec;
   fs::remove_all(tmp, ec);
 }
