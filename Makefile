@@ -83,7 +83,7 @@ APP_CFLAGS := -O2 -g -fomit-frame-pointer -pthread -Wall
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
 	-I$(dir $(VMLINUX)) -Ibpf/compat -Iinclude
 
-.PHONY: all deps test-deps run test unit e2e package-check deb deb-check arm64-check kernels bench vmlinux clean apps FORCE \
+.PHONY: all deps test-deps run test unit e2e package-check deb deb-check arm64-deps arm64-check kernels bench vmlinux clean apps FORCE \
 	fuzz fuzz-bin fuzz-smoke
 .DELETE_ON_ERROR:
 .SECONDARY:
@@ -101,6 +101,8 @@ run: deps
 test: deps
 	@# One at a time: two apt-get runs at once fail on its lock.
 	@$(MAKE) --no-print-directory test-deps
+	@# The arm64 libraries too: unit tests replay arm64 captures against them.
+	@$(MAKE) --no-print-directory arm64-deps
 	@$(MAKE) --no-print-directory all unit-bin apps
 	@# One goal per make: builds inside a goal run in parallel, the test
 	@# suites one after the other (their timing checks want the CPUs).
@@ -116,9 +118,13 @@ test: deps
 test-deps:
 	@scripts/install-test-deps.sh $(OUTPUT)
 
-arm64-check:
+arm64-deps:
 ifeq ($(HOST_ARCH),x86)
 	@scripts/install-deps.sh arm64
+endif
+
+arm64-check: arm64-deps
+ifeq ($(HOST_ARCH),x86)
 	timeout 1800 scripts/check-arm64.sh --unit
 endif
 

@@ -120,6 +120,9 @@ int Monitor::run() {
   //    summarise once every record before the summary is written.
   loop();
   const uint64_t stop_ns = monotonic_ns();
+  // A reader that stopped reading must not hold up the exit: from here a
+  // line waits for it until the stop budget is spent, then is given up.
+  out_->wait_for_reader_until(std::chrono::steady_clock::now() + (asked_to_stop_ ? kStopBudget : kEndBudget));
   detector_->drain_captures();
   detector_->drain();
   if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
@@ -608,7 +611,11 @@ void Monitor::emit_summary() {
   drop_notices_.check(ks);  // a loss first counted since the last look
   if (ks.ringbuf_drops) log::warn("%llu events lost (the events ring was full)", (unsigned long long)ks.ringbuf_drops);
   if (malformed_) log::warn("%llu malformed records ignored", (unsigned long long)malformed_);
-  if (out_->write_errors()) log::warn("%llu records could not be written", (unsigned long long)out_->write_errors());
+  if (out_->stalled_lines())
+    log::warn("%llu records were not written: the output's reader stopped reading",
+              (unsigned long long)out_->stalled_lines());
+  if (uint64_t other = out_->write_errors() - out_->stalled_lines())
+    log::warn("%llu records could not be written", (unsigned long long)other);
 }
 
 }  // namespace jankbpf

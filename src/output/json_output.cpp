@@ -1,4 +1,8 @@
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -186,11 +190,43 @@ int open_output(const std::string& path, std::string* error) {
   return fd;
 }
 
+
+// stdout as a descriptor whose writes never block uninterruptibly. A pipe
+// or terminal is opened again through /proc/self/fd: a new open file
+// description, so O_NONBLOCK is ours alone (the shell shares the inherited
+// one). A socket (journald's stdout) gets send(MSG_DONTWAIT) instead.
+Fd open_stdout(bool* use_send) {
+  Fd fd(dup_cloexec(STDOUT_FILENO));
+  struct stat st{};
+  if (!fd || ::fstat(fd.get(), &st) != 0) return fd;
+  if (S_ISSOCK(st.st_mode)) {
+    *use_send = true;
+  } else if (S_ISFIFO(st.st_mode) || (S_ISCHR(st.st_mode) && ::isatty(fd.get()))) {
+    Fd again(::open("/proc/self/fd/1", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    struct stat st2{};
+    if (again && ::fstat(again.get(), &st2) == 0 && st2.st_dev == st.st_dev && st2.st_ino == st.st_ino)
+      return again;
+  }
+  return fd;
+}
+
+int64_t steady_ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
 }  // namespace
 
+JsonLinesOutput::JsonLinesOutput(Fd fd, std::string path)
+    : fd_(std::move(fd)), wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), path_(std::move(path)) {}
+
 std::unique_ptr<JsonLinesOutput> JsonLinesOutput::open(const std::string& path, std::string* error) {
-  if (path.empty() || path == "-")
-    return std::unique_ptr<JsonLinesOutput>(new JsonLinesOutput(Fd(dup_cloexec(STDOUT_FILENO)), ""));
+  if (path.empty() || path == "-") {
+    bool use_send = false;
+    Fd fd = open_stdout(&use_send);
+    auto out = std::unique_ptr<JsonLinesOutput>(new JsonLinesOutput(std::move(fd), ""));
+    out->use_send_ = use_send;
+    return out;
+  }
   int fd = open_output(path, error);
   if (fd < 0) return nullptr;
   return std::unique_ptr<JsonLinesOutput>(new JsonLinesOutput(Fd(fd), path));
@@ -209,16 +245,44 @@ bool JsonLinesOutput::reopen(std::string* error) {
   return true;
 }
 
+void JsonLinesOutput::wait_for_reader_until(std::chrono::steady_clock::time_point deadline) {
+  deadline_ns_ = steady_ns(deadline);
+  uint64_t one = 1;
+  if (wake_) (void)!::write(wake_.get(), &one, sizeof one);
+}
+
+bool JsonLinesOutput::wait_writable() {
+  for (;;) {
+    int timeout_ms = -1;
+    if (int64_t deadline = deadline_ns_; deadline >= 0) {
+      int64_t left = deadline - steady_ns(std::chrono::steady_clock::now());
+      if (left <= 0) return false;
+      timeout_ms = static_cast<int>((left + 999'999) / 1'000'000);
+    }
+    pollfd pfd[2] = {{fd_.get(), POLLOUT, 0}, {wake_.get(), POLLIN, 0}};
+    int r = ::poll(pfd, wake_ ? 2 : 1, timeout_ms);
+    if (r < 0 && errno != EINTR) return false;
+    // Writable, or an error the next write will name (EPIPE).
+    if (pfd[0].revents & (POLLOUT | POLLERR | POLLHUP)) return true;
+    uint64_t v;
+    if (pfd[1].revents & POLLIN) (void)!::read(wake_.get(), &v, sizeof v);
+  }
+}
+
 void JsonLinesOutput::write_line(std::string s) {
   std::lock_guard lock(mu_);
   const char* p = s.data();
   size_t left = s.size();
   while (left > 0) {
-    ssize_t n = ::write(fd_.get(), p, left);
+    ssize_t n = use_send_ ? ::send(fd_.get(), p, left, MSG_DONTWAIT | MSG_NOSIGNAL) : ::write(fd_.get(), p, left);
     if (n < 0) {
-      if (errno == EINTR) continue;
+      const int err = errno;
+      if (err == EINTR) continue;
+      const bool full = err == EAGAIN || err == EWOULDBLOCK;
+      if (full && wait_writable()) continue;
+      if (full) stalled_++;  // the reader did not take it before the deadline
       write_errors_++;  // ENOSPC and the like: counted, reported at exit
-      if (errno == EPIPE) broken_ = true;
+      if (err == EPIPE) broken_ = true;
       return;
     }
     p += n;

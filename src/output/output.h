@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,14 +59,25 @@ class JsonLinesOutput final : public Output {
   // (the old file is kept then, so nothing is lost).
   bool reopen(std::string* error);
   bool is_file() const { return !path_.empty(); }
+  // From now on a line waits for a slow reader until `deadline` at most and
+  // is then given up (counted in write_errors() and stalled_lines()); a
+  // write waiting now is woken to see it. Set at stop: a reader that
+  // stopped reading must not keep jankbpf from exiting.
+  void wait_for_reader_until(std::chrono::steady_clock::time_point deadline);
+  uint64_t stalled_lines() const { return stalled_; }
 
  private:
-  JsonLinesOutput(Fd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  JsonLinesOutput(Fd fd, std::string path);
   void write_line(std::string line);
+  bool wait_writable();  // false: the deadline passed, give the line up
   std::mutex mu_;  // the reporter thread writes, the main thread reopens
   Fd fd_;
+  Fd wake_;  // eventfd: wait_for_reader_until() wakes a waiting write
+  bool use_send_ = false;  // a socket: send(MSG_DONTWAIT) instead of write
   const std::string path_;  // "" for stdout
+  std::atomic<int64_t> deadline_ns_ = -1;  // steady clock; -1: wait as long as it takes
   std::atomic<uint64_t> write_errors_ = 0;
+  std::atomic<uint64_t> stalled_ = 0;
   std::atomic<bool> broken_ = false;
 };
 
