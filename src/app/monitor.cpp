@@ -92,7 +92,6 @@ int Monitor::run() {
   rc.log_dir = opts_.log_dir;
   rc.log_cap = opts_.log_cap;
   rc.dev = opts_.dev;
-  rc.trace_threshold_ms = opts_.trace_threshold_ms;
   rc.keep_samples = report_ != nullptr;
   reporter_ = std::make_unique<Reporter>(rc, named_out_);
   if (!start_detector() || !start_stacks()) {

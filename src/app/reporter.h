@@ -57,7 +57,6 @@ struct ReporterConfig {
   std::string log_dir;
   uint64_t log_cap = 10ull << 20;
   bool dev = false;
-  uint32_t trace_threshold_ms = 450;
   bool keep_samples = false;  // every sample into TaskRecord::sampled (--report, --perfetto, --folded)
 };
 

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "logs/log_dir.h"
+#include "skip.h"
 
 using jankbpf::LogDir;
 using jankbpf::LogDirOptions;
@@ -265,10 +266,7 @@ TEST_CASE("a log dir removed while in use is recreated", "[logs]") {
 }
 
 TEST_CASE("a read-only log dir gives error and over-limit results, no throw", "[logs]") {
-  if (!is_root()) {
-    WARN("skipped: mounting a read-only tmpfs needs root (chmod does not stop root)");
-    return;
-  }
+  SKIP_UNLESS(is_root(), "mounting a read-only tmpfs needs root (chmod does not stop root)");
   Tmpfs t;
   REQUIRE(t.mounted);
   const std::string dir = t.dir.path + "/logs";
@@ -295,10 +293,7 @@ TEST_CASE("a read-only log dir gives error and over-limit results, no throw", "[
 }
 
 TEST_CASE("a full disk gives an error result and leaves no partial file", "[logs]") {
-  if (!is_root()) {
-    WARN("skipped: mounting a small tmpfs needs root");
-    return;
-  }
+  SKIP_UNLESS(is_root(), "mounting a small tmpfs needs root");
   Tmpfs t("size=64k");
   REQUIRE(t.mounted);
   LogDir d(opts(t.dir.path, 10 << 20, 1700000000000));
@@ -326,10 +321,7 @@ TEST_CASE("adopting a file renames it on the same filesystem", "[logs]") {
 }
 
 TEST_CASE("adopting a file from another filesystem copies it", "[logs]") {
-  if (!is_root()) {
-    WARN("skipped: a second filesystem (tmpfs) needs root");
-    return;
-  }
+  SKIP_UNLESS(is_root(), "a second filesystem (tmpfs) needs root");
   Tmpfs t;
   REQUIRE(t.mounted);
   Scratch s;  // on /tmp's filesystem, not the tmpfs

@@ -23,6 +23,7 @@
 #include "runtime/python_layout.h"
 #include "runtime/python_find.h"
 #include "stack/tree.h"
+#include "skip.h"
 
 using namespace jankbpf;
 using namespace jankbpf::runtime;
@@ -556,10 +557,7 @@ std::vector<std::string> live_pythons() {
 
 TEST_CASE("python frames of a live interpreter, found by its symbols") {
   auto pythons = live_pythons();
-  if (pythons.empty()) {
-    WARN("no CPython 3.11/3.12 installed: live walk not run");
-    return;
-  }
+  SKIP_UNLESS(!pythons.empty(), "no CPython 3.11/3.12 installed: live walk not run");
   for (const auto& python : pythons) {
     INFO(python);
     PyChild child(python, kSpinCode);
@@ -606,10 +604,7 @@ TEST_CASE("a native process is not taken for Python") {
 // of reading one sample's Python frames (what the ring thread pays).
 TEST_CASE("bench: python frame read per capture", "[.][python-bench]") {
   auto pythons = live_pythons();
-  if (pythons.empty()) {
-    WARN("no CPython 3.11/3.12 installed");
-    return;
-  }
+  SKIP_UNLESS(!pythons.empty(), "no CPython 3.11/3.12 installed");
   // 30 Python frames deep, spinning.
   const char* code =
       "import sys\n"

@@ -19,6 +19,7 @@
 #include "stack/elf_image.h"
 #include "stack/module.h"
 #include "util/safe_open.h"
+#include "skip.h"
 
 using namespace jankbpf;
 namespace fs = std::filesystem;
@@ -212,10 +213,7 @@ TEST_CASE("an ELF truncated while parsed is no SIGBUS (parsed from a private cop
   // A binary with symbols and DWARF, copied so it can be truncated.
   const char* build = getenv("JANKBPF_BUILD");
   std::string src = std::string(build ? build : "build") + "/tests/stack_loop";
-  if (!fs::exists(src)) {
-    WARN("needs " + src + " (make apps)");
-    return;
-  }
+  SKIP_UNLESS(fs::exists(src), "needs " << src << " (make apps)");
   TempRoot r;
   const std::string lib = r / "tmp/victim";
   fs::copy_file(src, lib);

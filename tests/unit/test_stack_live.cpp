@@ -34,6 +34,7 @@
 #include "stack/perf_sample.h"
 #include "stack/resolver.h"
 #include "stack/tree.h"
+#include "skip.h"
 
 using namespace jankbpf;
 using namespace jankbpf::stack;
@@ -291,7 +292,7 @@ std::string dump(const ResolvedStack& s) {
 }  // namespace
 
 TEST_CASE("live x86_64 samples: main -> outer -> middle -> inner, heaviest stack", "[stack][live]") {
-  if (::geteuid() != 0) { WARN("needs root"); return; }
+  SKIP_UNLESS(::geteuid() == 0, "needs root");
   Child c;
   spawn(c, {"deep", "700"});
   PerfSampler ps(c.pid, 2'000'000);
@@ -383,7 +384,7 @@ TEST_CASE("live x86_64 samples: main -> outer -> middle -> inner, heaviest stack
 }
 
 TEST_CASE("live x86_64 samples: A 400 ms then B 100 ms, counts in proportion", "[stack][live]") {
-  if (::geteuid() != 0) { WARN("needs root"); return; }
+  SKIP_UNLESS(::geteuid() == 0, "needs root");
   Child c;
   spawn(c, {"ab", "400", "100"});
   PerfSampler ps(c.pid, 2'000'000);
@@ -423,7 +424,7 @@ TEST_CASE("live x86_64 samples: A 400 ms then B 100 ms, counts in proportion", "
 }
 
 TEST_CASE("live x86_64 JIT: frame pointers through anonymous code, names from perf map", "[stack][live]") {
-  if (::geteuid() != 0) { WARN("needs root"); return; }
+  SKIP_UNLESS(::geteuid() == 0, "needs root");
   Child c;
   spawn(c, {"jit", "400"});
   PerfSampler ps(c.pid, 2'000'000);
@@ -465,14 +466,14 @@ TEST_CASE("live x86_64 JIT: frame pointers through anonymous code, names from pe
 }
 
 TEST_CASE("live x86_64 off-CPU: sched_switch sample of a thread blocked in read()", "[stack][live]") {
-  if (::geteuid() != 0) { WARN("needs root"); return; }
+  SKIP_UNLESS(::geteuid() == 0, "needs root");
   std::string id_text;
   {
     std::ifstream f("/sys/kernel/tracing/events/sched/sched_switch/id");
     if (!f) f.open("/sys/kernel/debug/tracing/events/sched/sched_switch/id");
     std::getline(f, id_text);
   }
-  if (id_text.empty()) { WARN("no tracefs"); return; }
+  SKIP_UNLESS(!id_text.empty(), "no tracefs (sched_switch id)");
   Child c;
   spawn(c, {"block"});
   PerfSampler ps(c.pid, 0, std::stoull(id_text));
@@ -574,7 +575,7 @@ pid_t child_of(pid_t ppid) {
 }  // namespace
 
 TEST_CASE("live x86_64: a deleted and replaced binary is still read through map_files", "[stack][live]") {
-  if (::geteuid() != 0) { WARN("needs root"); return; }
+  SKIP_UNLESS(::geteuid() == 0, "needs root");
   namespace fs = std::filesystem;
   char tmpl[] = "/tmp/jankbpf-deleted-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
@@ -597,8 +598,8 @@ TEST_CASE("live x86_64: a deleted and replaced binary is still read through map_
 
 TEST_CASE("live x86_64: a process in its own mount and pid namespace (perf map via its root, NSpid)",
           "[stack][live]") {
-  if (::geteuid() != 0) { WARN("needs root"); return; }
-  if (std::system("command -v unshare >/dev/null 2>&1") != 0) { WARN("no unshare"); return; }
+  SKIP_UNLESS(::geteuid() == 0, "needs root");
+  SKIP_UNLESS(std::system("command -v unshare >/dev/null 2>&1") == 0, "no unshare");
   namespace fs = std::filesystem;
   // Outside /tmp: the container gets a private tmpfs there.
   char tmpl[] = "/var/tmp/jankbpf-ns-XXXXXX";
@@ -626,7 +627,7 @@ TEST_CASE("live x86_64: a process in its own mount and pid namespace (perf map v
 }
 
 TEST_CASE("live x86_64: samples in the vDSO unwind through its CFI", "[stack][live]") {
-  if (::geteuid() != 0) { WARN("needs root"); return; }
+  SKIP_UNLESS(::geteuid() == 0, "needs root");
   Child c;
   spawn(c, {"vdso", "400"});
   auto stacks = sample_run(c, c.pid);
@@ -650,7 +651,7 @@ TEST_CASE("live x86_64: samples in the vDSO unwind through its CFI", "[stack][li
 // Not run by default: `build/jankbpf-unit "[stack-bench]"` (root) prints
 // the cost of unwinding + symbolizing one 16 KB sample, cold and warm.
 TEST_CASE("bench: resolve cost per 16 KB sample", "[.][stack-bench]") {
-  if (::geteuid() != 0) { WARN("needs root"); return; }
+  SKIP_UNLESS(::geteuid() == 0, "needs root");
   Child c;
   spawn(c, {"deep", "1000"});
   PerfSampler ps(c.pid, 1'000'000);

@@ -33,6 +33,7 @@
 #include "trace/ftrace_instance.h"
 #include "trace/spawn.h"
 #include "util/tracefs.h"
+#include "skip.h"
 
 using namespace jankbpf;
 namespace fs = std::filesystem;
@@ -62,10 +63,7 @@ std::string skip_reason() {
 #define REQUIRE_TRACEFS()                          \
   do {                                             \
     std::string why_skip = skip_reason();          \
-    if (!why_skip.empty()) {                       \
-      WARN("skipped: " << why_skip);               \
-      return;                                      \
-    }                                              \
+    SKIP_UNLESS(why_skip.empty(), why_skip);       \
   } while (0)
 
 // The top-level state jankbpf must never change.
@@ -234,10 +232,7 @@ TEST_CASE("an event list with unknown events keeps the known ones", "[trace]") {
 
 TEST_CASE("a capture through trace-cmd is a .dat that trace-cmd report reads", "[trace]") {
   REQUIRE_TRACEFS();
-  if (TraceCapture::find_trace_cmd().empty()) {
-    WARN("skipped: trace-cmd is not installed");
-    return;
-  }
+  SKIP_UNLESS(!TraceCapture::find_trace_cmd().empty(), "trace-cmd is not installed");
   const std::string root = tracefs::root();
   const auto top_before = top_level_state(root);
   ForeignInstance other(root);
@@ -303,10 +298,7 @@ TEST_CASE("a capture through trace-cmd is a .dat that trace-cmd report reads", "
 
 TEST_CASE("a capture can run in the background", "[trace]") {
   REQUIRE_TRACEFS();
-  if (TraceCapture::find_trace_cmd().empty()) {
-    WARN("skipped: trace-cmd is not installed");
-    return;
-  }
+  SKIP_UNLESS(!TraceCapture::find_trace_cmd().empty(), "trace-cmd is not installed");
   Scratch s;
   LogDir logs(log_opts(s.path));
   FtraceInstance inst;
