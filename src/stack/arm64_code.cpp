@@ -41,4 +41,19 @@ bool a64_frameless_leaf(std::span<const uint32_t> code) {
   return true;
 }
 
+int a64_plt_stub_at(std::span<const uint32_t> code, size_t at) {
+  auto is_stub = [&](size_t s) {
+    return (code[s] & 0x9F00001Fu) == 0x90000010u &&      // adrp x16, page
+           (code[s + 1] & 0xFFC003FFu) == 0xF9400211u &&  // ldr x17, [x16, #off]
+           (code[s + 2] & 0xFFC003FFu) == 0x91000210u &&  // add x16, x16, #off
+           code[s + 3] == 0xD61F0220u;                    // br x17
+  };
+  if (at >= code.size()) return -1;
+  for (size_t back = 0; back < 4 && back <= at; ++back) {
+    size_t s = at - back;
+    if (s + 4 <= code.size() && is_stub(s)) return static_cast<int>(s);
+  }
+  return -1;
+}
+
 }  // namespace jankbpf::stack

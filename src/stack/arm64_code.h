@@ -1,6 +1,7 @@
 // A64 machine code facts the unwinder needs where there is no CFI.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -14,5 +15,12 @@ namespace jankbpf::stack {
 // with PC = x30: CFA = SP, return address in LR, x29 and x19..x28 as they
 // were. The arm64 vDSO's functions are all like that, and it has no CFI.
 bool a64_frameless_leaf(std::span<const uint32_t> code);
+
+// The index in `code` of the PLT stub (adrp x16; ldr x17, [x16, #o];
+// add x16, x16, #o; br x17) whose instructions include code[at], or -1.
+// A PLT stub has no symbol and no CFI and touches neither SP nor x30: a
+// sample inside one (a call on its way to a shared library) is a frameless
+// leaf whose caller is at LR.
+int a64_plt_stub_at(std::span<const uint32_t> code, size_t at);
 
 }  // namespace jankbpf::stack

@@ -420,7 +420,9 @@ bool Process::leaf_without_cfi(const MapEntry& m, uint64_t pc) {
   const Mapped& mp = mapped(m);
   if (!mp.module) return false;
   const ElfSymbol* sym = lookup_symbol(mp.module->elf().symbols(), pc - mp.bias);
-  if (!sym || sym->size < 4 || sym->size > 65536) return false;
+  // No sized symbol covers a PLT stub (at most a sizeless _init before it).
+  if (!sym || sym->size == 0) return in_plt_stub(m, mp, pc);
+  if (sym->size < 4 || sym->size > 65536) return false;
   uint64_t start = sym->addr + mp.bias;
   auto it = leaf_memo_.find(start);
   if (it != leaf_memo_.end()) return it->second;
@@ -432,6 +434,18 @@ bool Process::leaf_without_cfi(const MapEntry& m, uint64_t pc) {
   }
   leaf_memo_.emplace(start, leaf);
   return leaf;
+}
+
+// arm64: pc lies in a PLT stub without CFI (see a64_plt_stub_at): a call
+// on its way to another module, caught between the bl and the br.
+bool Process::in_plt_stub(const MapEntry& m, const Mapped& mp, uint64_t pc) {
+  if (pc & 3) return false;
+  const uint64_t lo = std::max(m.start, pc >= 12 ? pc - 12 : 0);
+  const uint64_t hi = std::min(m.end, pc + 16);
+  if (hi < lo + 16) return false;
+  std::vector<uint32_t> code((hi - lo) / 4);
+  if (!mp.module->elf().read(lo - m.start + m.pgoff, code.data(), code.size() * 4)) return false;
+  return a64_plt_stub_at(code, (pc - lo) / 4) >= 0 && !has_cfi(pc);
 }
 
 // Records the leaf and its caller (at LR) and restarts libdwfl at the

@@ -84,6 +84,7 @@ class Process {
   bool walk_jit_frames();
   bool has_cfi(uint64_t pc);
   bool leaf_without_cfi(const MapEntry& m, uint64_t pc);
+  bool in_plt_stub(const MapEntry& m, const Mapped& mp, uint64_t pc);
   int leaf_to_caller(uint64_t pc);
   Unwound unwind_once(const SampleInput& in, const UserRegs& regs);
   std::string proc_path(std::string_view leaf) const;

@@ -350,4 +350,21 @@ TEST_CASE("A64 frameless-leaf test: the vDSO's functions yes, framed or calling 
   CHECK(no({0xa8c17bfd /* ldp x29, x30, [sp], #16 */, ret}));
   CHECK(no({0xaa0003fe /* mov x30, x0 */, ret}));
   CHECK(no({}));
+
+  // PLT stubs, as ld lays them out (stack_loop_pac's .plt): the header,
+  // then one 16-byte stub per import. A lane sample inside
+  // clock_gettime@plt lost its caller when this was not recognized.
+  const std::vector<uint32_t> plt = {
+      0xa9bf7bf0 /* stp x16, x30, [sp, #-16]! (the header) */, 0xf00000f0, 0xf947fe11, 0x913fe210, 0xd61f0220,
+      nop, nop, nop,
+      0x90000110 /* adrp x16, ... */, 0xf9400211 /* ldr x17, [x16] */, 0x91000210 /* add x16, x16, #0 */,
+      0xd61f0220 /* br x17 */,
+      0x90000110, 0xf9400611 /* ldr x17, [x16, #8] */, 0x91002210 /* add x16, x16, #8 */, 0xd61f0220};
+  for (size_t at = 8; at < 12; ++at) CHECK(a64_plt_stub_at(plt, at) == 8);
+  for (size_t at = 12; at < 16; ++at) CHECK(a64_plt_stub_at(plt, at) == 12);
+  CHECK(a64_plt_stub_at(plt, 0) == -1);  // the header pushes x30: not a leaf
+  CHECK(a64_plt_stub_at(plt, 5) == -1);
+  CHECK(a64_plt_stub_at(plt, 99) == -1);
+  CHECK(a64_plt_stub_at(std::vector<uint32_t>{0x90000110, 0xf9400211, 0x91000210}, 0) == -1);  // cut short
+  CHECK(a64_plt_stub_at(std::vector<uint32_t>{0x90000110, 0xf9400211, 0x91000210, 0xd61f0200 /* br x16 */}, 0) == -1);
 }
