@@ -14,6 +14,7 @@
 #include "report/sampled.h"
 #include "runtime/interleave.h"
 #include "runtime/python_procs.h"
+#include "stack/maps.h"
 #include "stack/perf_sample.h"
 #include "stack/resolver.h"
 #include "stack/tree.h"
@@ -231,15 +232,29 @@ void Reporter::add_offcpu(const jb_offcpu_event& e) {
 void Reporter::add_waker(const jb_waker_event& e) { push(WakerJob{e}, true); }
 
 void Reporter::pin(pid_t pid) {
+  std::string maps;
+  bool first;
   {
     std::lock_guard lk(mu_);
-    queue_.push_front(PinJob{pid});  // ahead of the samples already queued
+    first = pinned_.insert(pid).second;
+  }
+  // One bounded read of a /proc file: cheap enough for the ring thread.
+  if (first) stack::read_small_file("/proc/" + std::to_string(pid) + "/maps", maps, 8u << 20);
+  {
+    std::lock_guard lk(mu_);
+    queue_.push_front(PinJob{pid, std::move(maps)});  // ahead of the samples already queued
   }
   cv_.notify_one();
 }
 void Reporter::report(TaskRecord rec, TaskContext ctx) { push(TaskJob{std::move(rec), std::move(ctx)}, false); }
 void Reporter::emit(ExitRecord rec) { push(ExitJob{std::move(rec)}, false); }
-void Reporter::forget(pid_t pid) { push(ForgetJob{pid}, false); }
+void Reporter::forget(pid_t pid) {
+  {
+    std::lock_guard lk(mu_);
+    pinned_.erase(pid);
+  }
+  push(ForgetJob{pid}, false);
+}
 
 void Reporter::run() {
   // Unwinding and symbolizing (a cold binary costs tens of milliseconds)
@@ -302,7 +317,7 @@ void Reporter::run() {
               else
                 out_.emit(j.rec);
             } else if constexpr (std::is_same_v<T, PinJob>) {
-              impl_->resolver.prepare(j.pid, host_arch().arch);
+              impl_->resolver.prepare(j.pid, host_arch().arch, std::move(j.early_maps));
               python_->check_exec(j.pid);
             } else if constexpr (std::is_same_v<T, ForgetJob>) {
               impl_->resolver.forget(j.pid);

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -97,7 +98,9 @@ class Reporter {
   void forget(pid_t pid);
   // A task of this process turned long: read its maps and open its
   // executable files now, ahead of queued work, while it is alive (it may
-  // exit right after the jank, before its samples are unwound).
+  // exit right after the jank, before its samples are unwound). The maps
+  // are read here, on the caller's thread, the first time: the job may run
+  // seconds later on a slow machine, after a short process has exited.
   void pin(pid_t pid);
 
   // The sample_type the perf events were opened with (before any sample).
@@ -125,7 +128,7 @@ class Reporter {
   struct TaskJob { TaskRecord rec; TaskContext ctx; };
   struct ExitJob { ExitRecord rec; };
   struct ForgetJob { pid_t pid; };
-  struct PinJob { pid_t pid; };
+  struct PinJob { pid_t pid; std::string early_maps; };
   using Job = std::variant<SampleJob, OffCpuJob, WakerJob, TaskJob, ExitJob, ForgetJob, PinJob>;
 
   void push(Job job, bool droppable);
@@ -155,6 +158,7 @@ class Reporter {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> queue_;
+  std::unordered_set<pid_t> pinned_;  // maps read by pin(), until forget()
   bool stopping_ = false;
   bool hurry_ = false;      // stopping with little time left: stacks are skipped
   bool trace_done_ = false; // a parked record's trace was saved

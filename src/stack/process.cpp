@@ -69,10 +69,13 @@ bool Process::reload_maps() {
   ++owner_.stats_.maps_reloads;
   std::string text;
   if (!read_small_file(proc_path("maps"), text)) {
-    // Gone: keep what we had (the samples may predate the exit).
-    log::debug("maps of pid %d unreadable (%s): keeping %zu entries", pid_, strerror(errno),
-               maps_.entries().size());
-    return false;
+    // Gone: keep what we had (the samples may predate the exit), or take
+    // what was read while it lived.
+    log::debug("maps of pid %d unreadable (%s): keeping %zu entries%s", pid_, strerror(errno),
+               maps_.entries().size(), !maps_loaded_ && !early_maps_.empty() ? ", taking the early read" : "");
+    if (maps_loaded_ || early_maps_.empty()) return false;
+    text = std::move(early_maps_);
+    early_maps_.clear();
   }
   if (maps_loaded_ && text == maps_text_) return false;
   ProcMaps parsed = ProcMaps::parse(text);
@@ -145,10 +148,20 @@ const Process::Mapped& Process::mapped(const MapEntry& m) {
     o = open_in_root(proc_path("root"), m.path, policy);
     via_root = true;
   }
+  bool need_identity = via_root && owner_.options().verify_inode;
+  if (!o && !m.deleted && !owner_.options().host_root.empty()) {
+    // The process is gone (its samples were unwound late, its map_files
+    // and root with it): the path in our own root, taken only if it is the
+    // very file that was mapped (device and inode as maps gave them), so
+    // nothing is read that the process could not read.
+    policy.owners.clear();
+    o = open_in_root(owner_.options().host_root, m.path, policy);
+    need_identity = true;
+  }
   if (o) {
     // The root path may name another file than the one mapped (replaced
     // binary, another filesystem with the same inode number).
-    bool same = !via_root || !owner_.options().verify_inode ||
+    bool same = !need_identity ||
                 (o.st.st_ino == m.inode && major(o.st.st_dev) == m.dev_major && minor(o.st.st_dev) == m.dev_minor);
     if (same) {
       if (auto elf = ElfImage::open(std::move(o.fd))) {

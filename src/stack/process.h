@@ -41,6 +41,10 @@ class Process {
   // Re-reads /proc/PID/maps; when it changed, drops the Dwfl and the
   // per-mapping modules. Returns true when it changed.
   bool reload_maps();
+  // Maps read earlier, while the process lived (on the thread that saw its
+  // task start): used when none can be read any more, so samples unwound
+  // after a short process exited still find their mappings.
+  void remember_maps(std::string text) { early_maps_ = std::move(text); }
   // reload_maps(), at most once per ResolverOptions::maps_refresh_interval.
   bool maybe_refresh();
 
@@ -117,6 +121,7 @@ class Process {
   std::unordered_set<uint64_t> reported_;  // mapping starts reported to dwfl_
   bool dwfl_failed_ = false;
 
+  std::string early_maps_;  // remember_maps()
   std::optional<PerfMap> perf_map_;
   Fd perf_map_fd_;  // held: the process may exit before its samples are unwound
   std::string perf_map_path_;  // inside the process's root: "/tmp/perf-NSPID.map"

@@ -96,8 +96,9 @@ Process* Resolver::process(pid_t pid, Arch arch) {
   return it->second.get();
 }
 
-void Resolver::prepare(pid_t pid, Arch arch) {
+void Resolver::prepare(pid_t pid, Arch arch, std::string early_maps) {
   Process* p = process(pid, arch);
+  if (!early_maps.empty()) p->remember_maps(std::move(early_maps));
   if (!p->reload_maps() && !p->has_maps()) return;
   // The cheap things that need the live process first (opening a large
   // binary's modules takes seconds, and the process may exit meanwhile).

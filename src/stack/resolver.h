@@ -87,7 +87,9 @@ class Resolver {
 
   // Reads the process's maps and opens the modules of its executable
   // mappings now, so samples unwound after it exited still find them.
-  void prepare(pid_t pid, Arch arch);
+  // early_maps: /proc/PID/maps as read when the process was first seen
+  // (maybe long before this runs), used if it is gone by now.
+  void prepare(pid_t pid, Arch arch, std::string early_maps = {});
 
   // The process exec'd or changed its mappings: drop its maps and Dwfl.
   void invalidate(pid_t pid);

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "arch/regs.h"
+#include "stack/maps.h"
 #include "stack/perf_sample.h"
 #include "stack/resolver.h"
 #include "stack/tree.h"
@@ -381,6 +382,54 @@ TEST_CASE("live x86_64 samples: main -> outer -> middle -> inner, heaviest stack
   std::printf("[stack] warm resolve: %.1f us/sample (%zu samples, %.1f frames/sample)\n", us, ps.samples.size(),
               static_cast<double>(frames) / static_cast<double>(ps.samples.size()));
   CHECK(us < 1000.0);
+}
+
+TEST_CASE("live x86_64: samples unwound after the process exited, from maps read while it lived",
+          "[stack][live]") {
+  // On a slow machine the reporter may reach a short process's samples
+  // only after it exited (the arm64 lane saw it): /proc/PID/maps, map_files
+  // and root are gone then. The maps read when its task turned long, and
+  // its files found again by device and inode, still name every frame.
+  SKIP_UNLESS(::geteuid() == 0, "needs root");
+  Child c;
+  spawn(c, {"deep", "400"});
+  PerfSampler ps(c.pid, 2'000'000);
+  REQUIRE(ps.ok());
+  const pid_t pid = c.pid;
+  // As jankbpf reads them: once the program runs (exec done), before it exits.
+  std::string early;
+  const std::string bin = std::filesystem::path(target_binary()).filename().string();
+  for (int i = 0; i < 200 && early.find(bin) == std::string::npos; ++i) {
+    early.clear();
+    REQUIRE(read_small_file("/proc/" + std::to_string(pid) + "/maps", early));
+    if (early.find(bin) == std::string::npos) ::usleep(10000);
+  }
+  REQUIRE(early.find(bin) != std::string::npos);
+  c.go();
+  bool done = false;
+  ps.run(10000, [&] {
+    pollfd p{c.out, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) done = true;
+    return done;
+  });
+  REQUIRE(ps.samples.size() >= 20);
+  c.stop();  // exited and reaped: nothing of it left under /proc
+  REQUIRE(::access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0);
+
+  auto reach_main = [](const std::vector<ResolvedStack>& stacks) {
+    size_t n = 0;
+    for (const auto& s : stacks) n += find_frame(s, "inner") >= 0 && find_frame(s, "main") > find_frame(s, "inner");
+    return n;
+  };
+  Resolver late;  // what the reporter had before: nothing to go on
+  late.prepare(pid, host_arch().arch);
+  CHECK(reach_main(resolve_all(late, ps.samples)) == 0);
+
+  Resolver r;
+  r.prepare(pid, host_arch().arch, early);
+  auto stacks = resolve_all(r, ps.samples);
+  INFO("first stack:\n" << dump(stacks.front()));
+  CHECK(reach_main(stacks) >= stacks.size() * 95 / 100);
 }
 
 TEST_CASE("live x86_64 samples: A 400 ms then B 100 ms, counts in proportion", "[stack][live]") {
