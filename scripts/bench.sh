@@ -8,7 +8,9 @@
 #   3. runs bench/bench.py, which prints a table and rewrites bench/RESULTS.md;
 #   4. runs every libFuzzer target (build/fuzz/, make fuzz-bin) for
 #      FUZZ_BENCH_RUNS executions (10,000,000; 100,000 with BENCH_QUICK) and
-#      appends their table to RESULTS.md as a "Fuzzing" section.
+#      appends their table to RESULTS.md as a "Fuzzing" section;
+#   5. runs the soak (bench/soak.py: 20 processes, 10 janks a second, stacks
+#      on, SOAK_MINUTES = 30; 2 with BENCH_QUICK) and appends its section.
 #
 #   BENCH_QUICK=1   a shorter smoke run (fewer rounds, 10 s windows)
 #   BENCH_RESULTS=FILE  write the report there instead of bench/RESULTS.md
@@ -133,7 +135,18 @@ FUZZ_BENCH_RUNS=$runs FUZZ_TABLE=$tmp/fuzz.md scripts/fuzz.sh bench || fuzz_rc=$
   echo
   cat "$tmp/fuzz.md" 2>/dev/null || echo "(no table: scripts/fuzz.sh failed before running)"
 } >> "$results"
+
+# --- 5. soak ------------------------------------------------------------------------
+minutes=${SOAK_MINUTES:-30}
+[[ ${BENCH_QUICK:-0} != 0 && -z ${SOAK_MINUTES:-} ]] && minutes=2
+soak_rc=0
+JANKBPF_BUILD=$(realpath "$BUILD") /usr/bin/python3 bench/soak.py --minutes "$minutes" --results "$results" || soak_rc=$?
+
 if [[ $fuzz_rc -ne 0 ]]; then
   echo "bench: FAILED: a fuzz target crashed (build/fuzz/artifacts/)" >&2
+  exit 1
+fi
+if [[ $soak_rc -ne 0 ]]; then
+  echo "bench: the soak missed a goal (see its section in $results)" >&2
   exit 1
 fi
