@@ -15,21 +15,12 @@
 #include <utility>
 #include <vector>
 
+#include "model/marker_info.h"
 #include "markers/marker_file.h"
 #include "markers/marker_files.h"
 #include "markers/marker_spec.h"
 
 namespace jankbpf {
-
-// What a task record says about the marker that bounded it.
-struct MarkerInfo {
-  uint32_t id = 0;
-  std::string type;     // begin probe: "uprobe", "uretprobe", "usdt"
-  std::string binary;   // resolved path of the binary holding it
-  std::string probe;    // begin probe: SYMBOL, SYMBOL%return, PROVIDER:NAME
-  std::string name;     // the runnable's name when the probe gives none
-  std::string runtime;  // "glib", "libuv", or "" for a custom --marker
-};
 
 // One attach call: a probe site with the program to run there.
 struct ProbeAttachment {

@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "markers/markers.h"
+#include "model/marker_info.h"
 
 namespace jankbpf {
 
