@@ -17,11 +17,10 @@
 #include <variant>
 #include <vector>
 
+#include "app/pending_trace.h"
 #include "model/records.h"
 
 namespace jankbpf {
-
-struct PendingTrace;
 
 class ParkedRecords {
  public:

@@ -91,16 +91,6 @@ const char* state_name(uint32_t st) {
 
 }  // namespace
 
-void PendingTrace::finish() {
-  std::function<void()> wake;
-  {
-    std::lock_guard lk(mu);
-    done = true;
-    wake = std::move(on_done);
-  }
-  if (wake) wake();
-}
-
 struct Reporter::Impl {
   stack::Resolver resolver;
   ParkedRecords parked;  // records waiting for a trace to be saved

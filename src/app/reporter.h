@@ -22,6 +22,7 @@
 #include <variant>
 #include <vector>
 
+#include "app/pending_trace.h"
 #include "config/jank_config.h"
 #include "jankbpf/events.h"
 #include "model/records.h"
@@ -38,18 +39,6 @@ struct ResolvedStack;
 
 class LogDir;
 class ReportQuota;
-
-// A trace being captured for a task; the record of that task is parked
-// until it is saved (app/parked_records.h).
-struct PendingTrace {
-  std::mutex mu;
-  bool done = false;
-  std::vector<std::string> paths;
-  bool over_limit = false;
-  std::string error, note, suppressed;
-  std::function<void()> on_done;  // set by the reporter while a record waits
-  void finish();
-};
 
 struct ReporterConfig {
   JankConfig jank;
