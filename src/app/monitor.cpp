@@ -2,7 +2,6 @@
 
 #include <signal.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -17,9 +16,7 @@
 #include "arch/regs.h"
 #include "bpf/test_seams.h"
 #include "jankbpf/events.h"
-#include "proc/process_info.h"
 #include "util/log.h"
-#include "version.h"
 
 namespace jankbpf {
 namespace {
@@ -153,34 +150,6 @@ int Monitor::run() {
   return kExitOk;
 }
 
-bool Monitor::check_targets() {
-  for (pid_t pid : opts_.pids) {
-    if (!process_exists(pid)) {
-      log::error("--pid %d: no such process", pid);
-      return false;
-    }
-  }
-  return true;
-}
-
-bool Monitor::start_report() {
-  report::ReportFiles files;
-  files.html = opts_.report_html;
-  files.perfetto = opts_.perfetto_path;
-  files.folded = opts_.folded_path;
-  files.folded_by = opts_.folded_by_jank ? report::FoldedBy::Jank : report::FoldedBy::Process;
-  if (!files.any()) return true;
-  report_ = std::make_unique<report::ReportSink>(files);
-  std::string error;
-  if (!report_->start(&error)) {
-    log::error("%s", error.c_str());
-    report_.reset();
-    return false;
-  }
-  sinks_.add(*report_);
-  return true;
-}
-
 bool Monitor::setup_loop() {
   sigset_t mask;
   sigemptyset(&mask);
@@ -227,33 +196,6 @@ bool Monitor::setup_loop() {
   return true;
 }
 
-DetectorConfig detector_config(const Options& opts) {
-  DetectorConfig cfg;
-  cfg.threshold_ns = uint64_t{opts.threshold_ms} * 1'000'000;
-  cfg.hang_ns = uint64_t{opts.hang_ms} * 1'000'000;
-  cfg.ignore_startup_ns = uint64_t(opts.jank.ignore_startup_time_s) * 1'000'000'000;
-  if (opts.jank.stacks_enabled()) {
-    // Beyond the seed: stacks from a third of the threshold on, so the
-    // start of a long task is sampled too (kept only if it crosses), for
-    // as long as the seed samples after the crossing.
-    cfg.early_ns = cfg.threshold_ns / 3;
-    cfg.sample_period_ns = uint64_t{opts.sample_period_ms} * 1'000'000;
-    cfg.sample_window_ns = cfg.threshold_ns +
-                           uint64_t(opts.jank.sample_count) * opts.jank.sample_interval_ms * 1'000'000;
-    cfg.offcpu = true;
-    cfg.offcpu_rate = opts.offcpu_rate;
-  }
-  if (opts.jank.trace_enabled()) cfg.trace_ns = uint64_t{opts.trace_threshold_ms} * 1'000'000;
-  cfg.all_threads = opts.threads == ThreadScope::All;
-  cfg.filter_pids = !opts.pids.empty() || !opts.command.empty();
-  cfg.comm = opts.comm;
-  cfg.self_tgid = getpid();
-  cfg.watchdog = opts.watchdog;
-  cfg.hooks = opts.hooks;
-  cfg.markers = !opts.markers.empty();
-  return cfg;
-}
-
 bool Monitor::start_detector() {
   DetectorConfig cfg = detector_config(opts_);
   std::string error;
@@ -279,36 +221,6 @@ bool Monitor::start_detector() {
     log::error("cannot watch the ring buffers: %s", strerror(errno));
     return false;
   }
-  return true;
-}
-
-// The line scripts and benchmarks wait for: everything is in place now.
-void Monitor::announce_attached() {
-  const char* scope = opts_.threads == ThreadScope::All ? "all threads" : "main threads";
-  std::string what = !opts_.pids.empty()    ? std::to_string(opts_.pids.size()) + " process(es)"
-                     : !opts_.comm.empty()  ? "processes named '" + opts_.comm + "'"
-                     : !opts_.command.empty() ? "the command"
-                                              : "every process";
-  std::string marks;
-  if (!markers_.empty())
-    marks = "; " + std::to_string(markers_.markers().size()) + " marker(s) at " +
-            std::to_string(detector_->marker_links().live()) + " probe site(s)";
-  log::status("attached: %d BPF programs, watchdog=%s, waits by %ss; watching %s of %s, threshold %u ms%s",
-              detector_->programs_attached(), detector_->watchdog_name(), detector_->hooks_name(), scope, what.c_str(),
-              opts_.threshold_ms, marks.c_str());
-}
-
-bool Monitor::start_metrics() {
-  if (!opts_.metrics) return true;
-  metrics_ = std::make_unique<MetricsOutput>(MetricsOutput::kDefaultMaxLabelSets, JANKBPF_VERSION);
-  std::string error;
-  metrics_server_ = MetricsServer::start(*opts_.metrics, [m = metrics_.get()] { return m->render(); }, &error);
-  if (!metrics_server_) {
-    log::error("%s", error.c_str());
-    return false;
-  }
-  sinks_.add(*metrics_);
-  log::status("metrics: http://%s/metrics", metrics_server_->bound().c_str());
   return true;
 }
 
@@ -558,63 +470,6 @@ void Monitor::on_task(const jb_task_event& e) {
   if (!hang && traces_) ctx.trace = traces_->take(static_cast<pid_t>(e.hdr.tid), e.seq);
   reporter_->report(builder_.task(e), std::move(ctx));
   (hang ? hangs_ : janks_)++;
-}
-
-void Monitor::emit_summary() {
-  SummaryRecord s;
-  s.time_ms = clock_.now_ms();
-  s.elapsed_s = static_cast<double>(monotonic_ns() - started_ns_) / 1e9;
-  auto ks = detector_->kernel_stats();
-  s.tasks_checked = ks.tasks;
-  s.janks = janks_;
-  s.hangs = hangs_;
-  s.exits = exits_;
-  // Every record a full ring cost, as in 1.0; offcpu_ring_full is the captures' share.
-  s.lost_events = ks.ringbuf_drops + ks.offcpu_ring_full;
-  s.threads_untracked = ks.threads_map_full;
-  s.timer_failures = ks.timer_failures;
-  s.unseen_switches = ks.unseen_switches;
-  s.samples = ks.samples;
-  s.offcpu_captures = ks.offcpu;
-  s.samples_lost = sampler_.lost();
-  auto rs = reporter_->stats();
-  s.samples_dropped = rs.dropped;
-  s.stack_logs = rs.stack_logs;
-  s.suppressed = rs.suppressed;
-  s.failed_jobs = rs.failed_jobs;
-  s.stacks_evicted = rs.evicted_threads;
-  s.runtime_frames_read = rs.runtime_frames_read;
-  s.runtime_frames_unreadable = rs.runtime_frames_unreadable;
-  s.traces = traces_ ? traces_->saved() : 0;
-  s.watchdog = detector_->watchdog_name();
-  s.state_storage = detector_->state_storage();
-  s.hooks = detector_->hooks_name();
-  s.features_missing = features_.missing();
-  s.offcpu_stash_full = ks.stash_full;
-  s.procs_untracked = ks.procs_full;
-  s.scan_set_full = ks.scan_full;
-  s.offcpu_ring_full = ks.offcpu_ring_full;
-  s.offcpu_rate_limited = ks.offcpu_rate_limited;
-  s.timers_map_full = ks.timers_map_full;
-  s.marker_sites = detector_->marker_links().attached();
-  s.marker_sites_released = detector_->marker_links().released();
-  s.marker_files_capped = markers_.files().capped_count();
-  s.marker_files_refused = markers_.files().refused_count();
-  for (auto& p : detector_->program_stats()) s.bpf.push_back({p.name, p.run_cnt, p.run_time_ns});
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  s.cpu_user_s = static_cast<double>(ru.ru_utime.tv_sec) + ru.ru_utime.tv_usec / 1e6;
-  s.cpu_sys_s = static_cast<double>(ru.ru_stime.tv_sec) + ru.ru_stime.tv_usec / 1e6;
-  s.max_rss_kb = ru.ru_maxrss;
-  sinks_.emit(s);
-  drop_notices_.check(ks);  // a loss first counted since the last look
-  if (ks.ringbuf_drops) log::warn("%llu events lost (the events ring was full)", (unsigned long long)ks.ringbuf_drops);
-  if (malformed_) log::warn("%llu malformed records ignored", (unsigned long long)malformed_);
-  if (out_->stalled_lines())
-    log::warn("%llu records were not written: the output's reader stopped reading",
-              (unsigned long long)out_->stalled_lines());
-  if (uint64_t other = out_->write_errors() - out_->stalled_lines())
-    log::warn("%llu records could not be written", (unsigned long long)other);
 }
 
 }  // namespace jankbpf

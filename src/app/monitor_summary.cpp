@@ -1,0 +1,68 @@
+// Monitor: the summary record written once at exit, from the kernel's
+// counters, the reporter's and the process's own resource use.
+#include <sys/resource.h>
+
+#include "app/monitor.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace jankbpf {
+
+void Monitor::emit_summary() {
+  SummaryRecord s;
+  s.time_ms = clock_.now_ms();
+  s.elapsed_s = static_cast<double>(monotonic_ns() - started_ns_) / 1e9;
+  auto ks = detector_->kernel_stats();
+  s.tasks_checked = ks.tasks;
+  s.janks = janks_;
+  s.hangs = hangs_;
+  s.exits = exits_;
+  // Every record a full ring cost, as in 1.0; offcpu_ring_full is the captures' share.
+  s.lost_events = ks.ringbuf_drops + ks.offcpu_ring_full;
+  s.threads_untracked = ks.threads_map_full;
+  s.timer_failures = ks.timer_failures;
+  s.unseen_switches = ks.unseen_switches;
+  s.samples = ks.samples;
+  s.offcpu_captures = ks.offcpu;
+  s.samples_lost = sampler_.lost();
+  auto rs = reporter_->stats();
+  s.samples_dropped = rs.dropped;
+  s.stack_logs = rs.stack_logs;
+  s.suppressed = rs.suppressed;
+  s.failed_jobs = rs.failed_jobs;
+  s.stacks_evicted = rs.evicted_threads;
+  s.runtime_frames_read = rs.runtime_frames_read;
+  s.runtime_frames_unreadable = rs.runtime_frames_unreadable;
+  s.traces = traces_ ? traces_->saved() : 0;
+  s.watchdog = detector_->watchdog_name();
+  s.state_storage = detector_->state_storage();
+  s.hooks = detector_->hooks_name();
+  s.features_missing = features_.missing();
+  s.offcpu_stash_full = ks.stash_full;
+  s.procs_untracked = ks.procs_full;
+  s.scan_set_full = ks.scan_full;
+  s.offcpu_ring_full = ks.offcpu_ring_full;
+  s.offcpu_rate_limited = ks.offcpu_rate_limited;
+  s.timers_map_full = ks.timers_map_full;
+  s.marker_sites = detector_->marker_links().attached();
+  s.marker_sites_released = detector_->marker_links().released();
+  s.marker_files_capped = markers_.files().capped_count();
+  s.marker_files_refused = markers_.files().refused_count();
+  for (auto& p : detector_->program_stats()) s.bpf.push_back({p.name, p.run_cnt, p.run_time_ns});
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  s.cpu_user_s = static_cast<double>(ru.ru_utime.tv_sec) + ru.ru_utime.tv_usec / 1e6;
+  s.cpu_sys_s = static_cast<double>(ru.ru_stime.tv_sec) + ru.ru_stime.tv_usec / 1e6;
+  s.max_rss_kb = ru.ru_maxrss;
+  sinks_.emit(s);
+  drop_notices_.check(ks);  // a loss first counted since the last look
+  if (ks.ringbuf_drops) log::warn("%llu events lost (the events ring was full)", (unsigned long long)ks.ringbuf_drops);
+  if (malformed_) log::warn("%llu malformed records ignored", (unsigned long long)malformed_);
+  if (out_->stalled_lines())
+    log::warn("%llu records were not written: the output's reader stopped reading",
+              (unsigned long long)out_->stalled_lines());
+  if (uint64_t other = out_->write_errors() - out_->stalled_lines())
+    log::warn("%llu records could not be written", (unsigned long long)other);
+}
+
+}  // namespace jankbpf
