@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "app/parked_records.h"
+#include "app/stack_text.h"
 #include "arch/regs.h"
 #include "logs/log_dir.h"
 #include "logs/quota.h"
@@ -33,57 +34,6 @@ constexpr uint64_t kMaxStackAgeNs = 120'000'000'000ULL;
 // is never reported (short-lived processes in a fork loop) must not keep
 // them for good. Past this, the thread with the oldest newest entry goes.
 constexpr size_t kMaxStoredThreads = 4096;
-
-std::string kernel_symbol(const stack::Kallsyms& ks, uint64_t addr) {
-  auto hit = ks.lookup(addr);
-  char buf[64];
-  if (!hit) {
-    snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(addr));
-    return buf;
-  }
-  std::string s(hit->name);
-  snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(hit->offset));
-  s += buf;
-  if (!hit->module.empty()) s += " [" + std::string(hit->module) + "]";
-  return s;
-}
-
-std::vector<std::string> kernel_stack(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < n && pcs[i]; i++) out.push_back(kernel_symbol(ks, pcs[i]));
-  return out;
-}
-
-// bpf_get_stack from a tracepoint starts inside the BPF program and the
-// tracepoint machinery; the stack worth reading starts after them.
-// "symbol+0xoff (module)", "0xoff (module)" or "0xpc": short, for a list.
-std::string user_frame_text(const stack::Frame& f) {
-  char off[32];
-  std::string module = f.module.substr(f.module.rfind('/') == std::string::npos ? 0 : f.module.rfind('/') + 1);
-  std::string s;
-  if (!f.symbol.empty()) {
-    snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(f.symbol_offset));
-    s = f.symbol + (f.inlined() ? "" : off);
-  } else {
-    snprintf(off, sizeof off, "0x%llx", static_cast<unsigned long long>(f.has_module() ? f.module_offset : f.pc));
-    s = off;
-  }
-  if (!module.empty()) s += " (" + module + ")";
-  return s;
-}
-
-size_t tracing_frames(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n) {
-  size_t skip = 0;
-  for (size_t i = 0; i < n && i < 8; i++) {
-    auto hit = ks.lookup(pcs[i]);
-    if (!hit) continue;
-    std::string_view name = hit->name;
-    if (name.starts_with("bpf_") || name.starts_with("__traceiter_") || hit->module == "bpf" ||
-        name.starts_with("__bpf_trace_"))
-      skip = i + 1;
-  }
-  return skip;
-}
 
 const char* state_name(uint32_t st) {
   return st == JB_ST_BLOCKED ? "blocked_io" : st == JB_ST_RUNNABLE ? "runnable" : "sleeping";

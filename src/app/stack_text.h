@@ -1,0 +1,25 @@
+// Short text forms of stack frames for records: kernel frames as
+// "symbol+0xoff [module]", user frames as "symbol+0xoff (module)".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stack/kallsyms.h"
+#include "stack/resolver.h"
+
+namespace jankbpf {
+
+std::string kernel_symbol(const stack::Kallsyms& ks, uint64_t addr);
+// The first n pcs (to the first 0), each as kernel_symbol().
+std::vector<std::string> kernel_stack(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n);
+// "symbol+0xoff (module)", "0xoff (module)" or "0xpc": short, for a list.
+std::string user_frame_text(const stack::Frame& f);
+// bpf_get_stack from a tracepoint starts inside the BPF program and the
+// tracepoint machinery; how many leading pcs are those (the stack worth
+// reading starts after them).
+size_t tracing_frames(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n);
+
+}  // namespace jankbpf
