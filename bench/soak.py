@@ -115,6 +115,9 @@ def measure(minutes: float) -> dict:
         "rss_warm_kb": at_warm,
         "rss_max_kb": max(after) if after else 0,
         "rss_end_kb": after[-1] if after else 0,
+        # One reading a minute (and the last), to tell steady growth from a jump.
+        "rss_by_minute": [(s, kb) for i, (s, kb) in enumerate(rss)
+                          if i == len(rss) - 1 or int(s // 60) != int(rss[i + 1][0] // 60)],
         # The summary's getrusage covers the whole run; the last /proc read
         # misses up to 5 s.
         "cpu_s": (summary["cpu_user_s"] + summary["cpu_sys_s"]) if summary else jb_cpu,
@@ -158,6 +161,7 @@ def render(m: dict) -> str:
         f"| janks (with stacks / with off-CPU captures) | {m['janks']} ({m['stacks']} / {m['off_cpu']}) |",
         f"| RSS at warm-up end / max after / at the end | {m['rss_warm_kb'] / 1024:.1f} / "
         f"{m['rss_max_kb'] / 1024:.1f} / {m['rss_end_kb'] / 1024:.1f} MB |",
+        "| RSS by minute | " + ", ".join(f"{s / 60:.0f} min {kb / 1024:.0f} MB" for s, kb in m["rss_by_minute"]) + " |",
         f"| jankbpf CPU in all | {m['cpu_s']:.1f} s ({100 * m['cpu_s'] / (60 * m['minutes']):.2f} % of one CPU) |",
         f"| jankbpf CPU per jank | {per_jank_ms:.2f} ms |",
         f"| samples / stack logs / suppressed | {s.get('samples', 0)} / {s.get('stack_logs', 0)} / "
