@@ -150,10 +150,11 @@ const Process::Mapped& Process::mapped(const MapEntry& m) {
   }
   bool need_identity = via_root && owner_.options().verify_inode;
   if (!o && !m.deleted && !owner_.options().host_root.empty()) {
-    // The process is gone (its samples were unwound late, its map_files
-    // and root with it): the path in our own root, taken only if it is the
-    // very file that was mapped (device and inode as maps gave them), so
-    // nothing is read that the process could not read.
+    // Neither opened, most often because the process is gone (its samples
+    // were unwound late, its map_files and root with it): the path in our
+    // own root, taken only if it is the very file that was mapped (device
+    // and inode as maps gave them), so nothing is read that the process
+    // could not read.
     policy.owners.clear();
     o = open_in_root(owner_.options().host_root, m.path, policy);
     need_identity = true;

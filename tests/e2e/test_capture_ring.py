@@ -137,16 +137,22 @@ def test_one_shared_ring_loses_other_processes_janks(monkeypatch, targets):
     assert "lost_events:" in err
 
 
+def three_by_name(targets, name):
+    """Three jank_targets named `name`, watched by --comm, run to the end;
+    the stopped jankbpf (exit 0) is returned."""
+    procs = [targets("spin:200x2", start_delay=7, name=name) for _ in range(3)]
+    jb = Jankbpf("--comm", name, "--ignore-startup-time", IGNORE, "--log-type", "1")
+    for t in procs:
+        assert t.wait() == 0
+    assert jb.stop(timeout=30) == 0, jb.stderr
+    return jb
+
+
 def test_tiny_maps_count_and_name_the_map_that_is_full(monkeypatch, targets):
     """JANKBPF_MAP_ENTRIES=2 (a test seam): three processes by name, the
     third finds no room in `procs` (--comm marks each) and `timers`."""
     monkeypatch.setenv("JANKBPF_MAP_ENTRIES", "2")
-    names = "jb-tiny"
-    procs = [targets("spin:200x2", start_delay=7, name=names) for _ in range(3)]
-    jb = Jankbpf("--comm", names, "--ignore-startup-time", IGNORE, "--log-type", "1")
-    for t in procs:
-        assert t.wait() == 0
-    assert jb.stop(timeout=30) == 0, jb.stderr
+    jb = three_by_name(targets, "jb-tiny")
     s = jb.summary()
     assert s["timers_map_full"] > 0, s
     assert s["procs_untracked"] > 0, s
@@ -160,12 +166,7 @@ def test_tiny_threads_map_is_counted_and_named(monkeypatch, targets):
     """The same in the tid hash (no bpf_task_from_pid: state in `threads`)."""
     monkeypatch.setenv("JANKBPF_MAP_ENTRIES", "2")
     monkeypatch.setenv("JANKBPF_DISABLE", "bpf_task_from_pid")
-    names = "jb-tinyh"
-    procs = [targets("spin:200x2", start_delay=7, name=names) for _ in range(3)]
-    jb = Jankbpf("--comm", names, "--ignore-startup-time", IGNORE, "--log-type", "1")
-    for t in procs:
-        assert t.wait() == 0
-    assert jb.stop(timeout=30) == 0, jb.stderr
+    jb = three_by_name(targets, "jb-tinyh")
     s = jb.summary()
     assert s["state_storage"] == "hash"
     assert s["threads_untracked"] > 0, s

@@ -269,6 +269,18 @@ class PerfSampler {
   size_t page_ = 4096, size_ = 0;
 };
 
+// Samples the child until it writes to stdout (its task is over) or ms
+// pass; true when it wrote.
+bool sample_until_output(PerfSampler& ps, const Child& c, int ms) {
+  bool done = false;
+  ps.run(ms, [&] {
+    pollfd p{c.out, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) done = true;
+    return done;
+  });
+  return done;
+}
+
 std::vector<ResolvedStack> resolve_all(Resolver& r, const std::vector<Sample>& samples) {
   std::vector<ResolvedStack> out;
   for (const auto& s : samples) out.push_back(r.resolve(s.input(PerfSampler::mask())));
@@ -299,12 +311,7 @@ TEST_CASE("live x86_64 samples: main -> outer -> middle -> inner, heaviest stack
   PerfSampler ps(c.pid, 2'000'000);
   REQUIRE(ps.ok());
   c.go();
-  bool done = false;
-  ps.run(10000, [&] {
-    pollfd p{c.out, POLLIN, 0};
-    if (::poll(&p, 1, 0) > 0) done = true;
-    return done;
-  });
+  bool done = sample_until_output(ps, c, 10000);
   REQUIRE(c.wait_for("done", 100) | done);
   REQUIRE(ps.samples.size() >= 50);
   CHECK(ps.bad == 0);
@@ -406,12 +413,7 @@ TEST_CASE("live x86_64: samples unwound after the process exited, from maps read
   }
   REQUIRE(early.find(bin) != std::string::npos);
   c.go();
-  bool done = false;
-  ps.run(10000, [&] {
-    pollfd p{c.out, POLLIN, 0};
-    if (::poll(&p, 1, 0) > 0) done = true;
-    return done;
-  });
+  sample_until_output(ps, c, 10000);
   REQUIRE(ps.samples.size() >= 20);
   c.stop();  // exited and reaped: nothing of it left under /proc
   REQUIRE(::access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0);
@@ -439,12 +441,7 @@ TEST_CASE("live x86_64 samples: A 400 ms then B 100 ms, counts in proportion", "
   PerfSampler ps(c.pid, 2'000'000);
   REQUIRE(ps.ok());
   c.go();
-  bool done = false;
-  ps.run(10000, [&] {
-    pollfd p{c.out, POLLIN, 0};
-    if (::poll(&p, 1, 0) > 0) done = true;
-    return done;
-  });
+  sample_until_output(ps, c, 10000);
   REQUIRE(ps.samples.size() >= 50);
   Resolver r;
   StackTree tree(TreeOptions{TreeOptions::Merge::Function});
@@ -479,12 +476,7 @@ TEST_CASE("live x86_64 JIT: frame pointers through anonymous code, names from pe
   PerfSampler ps(c.pid, 2'000'000);
   REQUIRE(ps.ok());
   c.go();
-  bool done = false;
-  ps.run(10000, [&] {
-    pollfd p{c.out, POLLIN, 0};
-    if (::poll(&p, 1, 0) > 0) done = true;
-    return done;
-  });
+  sample_until_output(ps, c, 10000);
   REQUIRE(ps.samples.size() >= 30);
   Resolver r;
   StackTree tree;
@@ -570,12 +562,7 @@ std::vector<ResolvedStack> sample_run(Child& c, pid_t target, int period_ms = 2)
   PerfSampler ps(target, static_cast<uint64_t>(period_ms) * 1'000'000);
   REQUIRE(ps.ok());
   c.go();
-  bool done = false;
-  ps.run(10000, [&] {
-    pollfd p{c.out, POLLIN, 0};
-    if (::poll(&p, 1, 0) > 0) done = true;
-    return done;
-  });
+  sample_until_output(ps, c, 10000);
   REQUIRE(ps.samples.size() >= 30);
   Resolver r;
   return resolve_all(r, ps.samples);
@@ -706,12 +693,7 @@ TEST_CASE("bench: resolve cost per 16 KB sample", "[.][stack-bench]") {
   PerfSampler ps(c.pid, 1'000'000);
   REQUIRE(ps.ok());
   c.go();
-  bool done = false;
-  ps.run(15000, [&] {
-    pollfd p{c.out, POLLIN, 0};
-    if (::poll(&p, 1, 0) > 0) done = true;
-    return done;
-  });
+  sample_until_output(ps, c, 15000);
   REQUIRE(ps.samples.size() >= 100);
   Resolver r;
   const uint64_t mask = PerfSampler::mask();
