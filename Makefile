@@ -177,7 +177,8 @@ deb-check: deb
 FUZZ_OUT := build/fuzz
 FUZZ_CXX ?= clang++
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
-FUZZ_CXXFLAGS := -std=c++20 -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) \
+FUZZ_CXXFLAGS := -std=c++20 -O2 -g -fno-omit-frame-pointer $(FUZZ_SAN) \
+	-fsanitize-coverage-ignorelist=tests/fuzz/coverage-ignore.txt \
 	-Iinclude -Isrc -I$(FUZZ_OUT) -MMD -MP
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_maps fuzz_perf_map fuzz_perf_sample fuzz_config fuzz_elf_notes \
