@@ -381,6 +381,11 @@ void Reporter::handle(WakerJob& j) {
   size_t n = std::min<size_t>(e.kstack_bytes / 8, JB_WAKER_DEPTH);
   size_t skip = tracing_frames(impl_->resolver.kallsyms(), kpcs, n);
   off.waker.kernel_stack = kernel_stack(impl_->resolver.kallsyms(), kpcs + skip, n - skip);
+  // An interrupt's "waker" is the task it came in on: its user stack says
+  // nothing of the wakeup, and symbolizing it would read the binaries of
+  // every process a timer interrupt happens to land on.
+  off.waker.in_interrupt = interrupt_context(impl_->resolver.kallsyms(), kpcs + skip, n - skip);
+  if (off.waker.in_interrupt) return;
   // The waker's user stack: the kernel's frame-pointer walk (no copy of its
   // stack to unwind), so a waker built without frame pointers shows its
   // leaf and whatever the walk could follow.

@@ -53,4 +53,25 @@ size_t tracing_frames(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n) 
   return skip;
 }
 
+bool interrupt_context(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n) {
+  // Interrupt and softirq entry and exit, x86_64 and arm64, 6.1 to 6.18
+  // (the names of the generic ones moved: __do_softirq -> handle_softirqs).
+  static constexpr std::string_view kPrefixes[] = {"asm_sysvec_", "sysvec_", "__sysvec_", "asm_common_interrupt",
+                                                   "common_interrupt", "el0_interrupt", "el1_interrupt",
+                                                   "el1h_64_irq", "el0t_64_irq", "el0t_32_irq"};
+  static constexpr std::string_view kNames[] = {"__do_softirq", "handle_softirqs", "do_softirq", "irq_exit_rcu",
+                                                "__irq_exit_rcu", "irq_exit", "hrtimer_interrupt",
+                                                "gic_handle_irq", "call_on_irq_stack", "generic_handle_domain_irq"};
+  for (size_t i = 0; i < n && pcs[i]; i++) {
+    auto hit = ks.lookup(pcs[i]);
+    if (!hit) continue;
+    std::string_view name = hit->name;
+    for (auto p : kPrefixes)
+      if (name.starts_with(p)) return true;
+    for (auto k : kNames)
+      if (name == k) return true;
+  }
+  return false;
+}
+
 }  // namespace jankbpf

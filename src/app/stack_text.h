@@ -21,5 +21,10 @@ std::string user_frame_text(const stack::Frame& f);
 // tracepoint machinery; how many leading pcs are those (the stack worth
 // reading starts after them).
 size_t tracing_frames(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n);
+// Whether a kernel stack was taken in interrupt context (a hard or soft
+// IRQ: a timer's wakeup, a NIC's), by the entry frames on it. There the
+// current task is whatever the interrupt came in on, unrelated to the
+// wakeup: its user stack is no waker's.
+bool interrupt_context(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n);
 
 }  // namespace jankbpf

@@ -48,6 +48,9 @@ struct StackFrame {
 struct WakerInfo {
   pid_t pid = 0, tid = 0;
   std::string comm;
+  // Woken from an interrupt (a timer, a device): pid, tid and comm are the
+  // task it came in on, and there is no waker's user stack.
+  bool in_interrupt = false;
   std::vector<std::string> kernel_stack;  // symbolized, leaf first
   std::vector<std::string> user_stack;    // frame-pointer walk, leaf first: "sym+0xoff (module)"
 };

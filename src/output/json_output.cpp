@@ -105,6 +105,7 @@ std::string to_json_line(const TaskRecord& r) {
     jo["kernel_stack"] = o.kernel_stack;
     if (o.has_waker)
       jo["waker"] = Json{{"pid", o.waker.pid}, {"tid", o.waker.tid}, {"comm", o.waker.comm},
+                         {"in_interrupt", o.waker.in_interrupt},
                          {"kernel_stack", o.waker.kernel_stack}, {"user_stack", o.waker.user_stack}};
     off.push_back(std::move(jo));
   }

@@ -57,6 +57,7 @@ Json task_json(const TaskEntry& e, bool has_jank) {
     Json jo{{"state", o.state}, {"dur", o.duration_ms}, {"kstack", o.kernel_stack}};
     if (o.has_waker)
       jo["waker"] = {{"pid", o.waker.pid}, {"tid", o.waker.tid}, {"comm", o.waker.comm},
+                     {"irq", o.waker.in_interrupt},
                      {"kstack", o.waker.kernel_stack}, {"ustack", o.waker.user_stack}};
     off.push_back(std::move(jo));
   }

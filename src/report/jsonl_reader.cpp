@@ -105,6 +105,7 @@ bool task_from_json(const std::string& line, TaskRecord* rec, std::string* error
         info.waker.pid = get<pid_t>(*w, "pid", 0);
         info.waker.tid = get<pid_t>(*w, "tid", 0);
         info.waker.comm = get<std::string>(*w, "comm", "");
+        info.waker.in_interrupt = get<bool>(*w, "in_interrupt", false);
         info.waker.kernel_stack = strings(*w, "kernel_stack");
         info.waker.user_stack = strings(*w, "user_stack");
       }

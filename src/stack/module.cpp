@@ -229,7 +229,10 @@ void Module::dwarf_frames(uint64_t vaddr, Symbolized& out) {
 const Symbolized& Module::symbolize(uint64_t vaddr, bool lines) {
   auto it = cache_.find(vaddr);
   if (it != cache_.end()) return it->second;
-  if (cache_.size() >= kMaxCachedAddresses) cache_.clear();
+  if (cache_.size() >= kMaxCachedAddresses) {
+    cache_.clear();
+    ++memo_resets_;
+  }
 
   Symbolized r;
   if (lines) dwarf_frames(vaddr, r);
@@ -246,40 +249,75 @@ const Symbolized& Module::symbolize(uint64_t vaddr, bool lines) {
   return cache_.emplace(vaddr, std::move(r)).first->second;
 }
 
-std::string module_key(const ElfImage& elf, const DebugSearch& where) {
-  std::string key = std::to_string(elf.dev()) + ":" + std::to_string(elf.inode()) + ":" +
-                    std::to_string(elf.file_size()) + ":" + std::to_string(elf.mtime_ns()) + ":" +
-                    std::to_string(elf.ctime_ns());
+namespace {
+
+std::string make_key(uint64_t dev, uint64_t ino, uint64_t size, int64_t mtime_ns, int64_t ctime_ns,
+                     const DebugSearch& where) {
+  std::string key = std::to_string(dev) + ":" + std::to_string(ino) + ":" + std::to_string(size) + ":" +
+                    std::to_string(mtime_ns) + ":" + std::to_string(ctime_ns);
   // A root by its directory's identity: /proc/PID/root differs per process,
-  // the tree it names (the host's, one container's) does not.
+  // the tree it names (the host's, one container's) does not. A root that
+  // is gone (the process exited) is searched for nothing: it adds nothing,
+  // or every exited process would key its own copy of the same libc.
   // NUL-separated: no root or owner can spell another's.
   for (const auto& r : where.roots) {
     struct stat st;
-    key += std::string("\0r", 2);
-    key += ::stat((r + "/").c_str(), &st) == 0
-               ? std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino)
-               : r;
+    if (::stat((r + "/").c_str(), &st) == 0)
+      key += std::string("\0r", 2) + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
   }
   for (uid_t u : where.owners) key += std::string("\0u", 2) + std::to_string(u);
   return key;
 }
 
+}  // namespace
+
+std::string module_key(const ElfImage& elf, const DebugSearch& where) {
+  return make_key(elf.dev(), elf.inode(), elf.file_size(), elf.mtime_ns(), elf.ctime_ns(), where);
+}
+
+std::string module_key(const struct stat& st, const DebugSearch& where) {
+  return make_key(st.st_dev, st.st_ino, static_cast<uint64_t>(st.st_size),
+                  int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec,
+                  int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec, where);
+}
+
+std::shared_ptr<Module> ModuleCache::find(const std::string& key) {
+  auto it = modules_.find(key);
+  if (it == modules_.end()) return nullptr;
+  hits_++;
+  return it->second;
+}
+
 std::shared_ptr<Module> ModuleCache::get(std::unique_ptr<ElfImage> elf, const std::string& path,
                                          const DebugSearch& where) {
   std::string key = module_key(*elf, where);
-  auto it = modules_.find(key);
-  if (it != modules_.end()) {
-    hits_++;
-    return it->second;
-  }
+  if (auto m = find(key)) return m;
+  return insert(std::move(key), std::move(elf), path, where);
+}
+
+std::shared_ptr<Module> ModuleCache::insert(std::string key, std::unique_ptr<ElfImage> elf,
+                                            const std::string& path, const DebugSearch& where) {
   misses_++;
   if (modules_.size() >= kMaxCachedModules) {
-    for (auto i = modules_.begin(); i != modules_.end();)
-      i = i->second.use_count() == 1 ? modules_.erase(i) : std::next(i);
+    for (auto i = modules_.begin(); i != modules_.end();) {
+      if (i->second.use_count() != 1) {
+        ++i;
+        continue;
+      }
+      dropped_memo_resets_ += i->second->memo_resets();
+      ++evictions_;
+      i = modules_.erase(i);
+    }
   }
   auto m = std::make_shared<Module>(std::move(elf), path, where);
-  modules_.emplace(std::move(key), m);
+  modules_.insert_or_assign(std::move(key), m);
   return m;
+}
+
+uint64_t ModuleCache::memo_resets() const {
+  uint64_t n = dropped_memo_resets_;
+  for (const auto& [key, m] : modules_) n += m->memo_resets();
+  return n;
 }
 
 }  // namespace jankbpf::stack

@@ -76,6 +76,8 @@ class Module {
   // return addresses). `lines`: consult DWARF for file:line and inlines.
   const Symbolized& symbolize(uint64_t vaddr, bool lines);
   size_t cached_results() const { return cache_.size(); }
+  // Times the address memo was full and started over.
+  uint64_t memo_resets() const { return memo_resets_; }
 
  private:
   void load_symbols();
@@ -92,12 +94,16 @@ class Module {
   Dwfl* dwfl_ = nullptr;
   Dwfl_Module* dwmod_ = nullptr;
   std::unordered_map<uint64_t, Symbolized> cache_;
+  uint64_t memo_resets_ = 0;
 };
 
 // The cache key of a module: the file's device, inode, size, mtime and
 // ctime (any rewrite changes one), and where its debug file is looked for
 // (the same file in two roots may find two debug files).
 std::string module_key(const ElfImage& elf, const DebugSearch& where);
+// The same key from the fstat of the file as opened in the process (before
+// ElfImage copies it): a cached module is found without copying the file.
+std::string module_key(const struct stat& st, const DebugSearch& where);
 
 class ModuleCache {
  public:
@@ -105,14 +111,23 @@ class ModuleCache {
   // cached one of the same file (module_key).
   std::shared_ptr<Module> get(std::unique_ptr<ElfImage> elf, const std::string& path,
                               const DebugSearch& where);
+  // The cached module of this key (module_key), counted as a hit, or null;
+  // and a module made on a miss, cached under that key.
+  std::shared_ptr<Module> find(const std::string& key);
+  std::shared_ptr<Module> insert(std::string key, std::unique_ptr<ElfImage> elf, const std::string& path,
+                                 const DebugSearch& where);
   size_t size() const { return modules_.size(); }
   void clear() { modules_.clear(); }
   uint64_t hits() const { return hits_; }
   uint64_t misses() const { return misses_; }
+  // Modules dropped to stay under the cap (each is re-read if seen again).
+  uint64_t evictions() const { return evictions_; }
+  // Address memos started over, in modules cached now and dropped before.
+  uint64_t memo_resets() const;
 
  private:
   std::unordered_map<std::string, std::shared_ptr<Module>> modules_;
-  uint64_t hits_ = 0, misses_ = 0;
+  uint64_t hits_ = 0, misses_ = 0, evictions_ = 0, dropped_memo_resets_ = 0;
 };
 
 }  // namespace jankbpf::stack

@@ -165,23 +165,28 @@ const Process::Mapped& Process::mapped(const MapEntry& m) {
     bool same = !need_identity ||
                 (o.st.st_ino == m.inode && major(o.st.st_dev) == m.dev_major && minor(o.st.st_dev) == m.dev_minor);
     if (same) {
-      if (auto elf = ElfImage::open(std::move(o.fd))) {
-        auto bias = elf->load_bias(m.start, m.pgoff);
-        uint64_t b = bias ? *bias : m.start - m.pgoff;
-        DebugSearch where;
-        where.path = m.path;
-        where.roots.push_back(proc_path("root"));
-        where.owners = owners();
-        if (!owner_.options().host_root.empty()) {
-          struct stat a, b2;
-          std::string host = owner_.options().host_root == "/" ? "" : owner_.options().host_root;
-          // The target's root is the host's: search it once.
-          if (!(::stat(proc_path("root/").c_str(), &a) == 0 && ::stat((host + "/").c_str(), &b2) == 0 &&
-                a.st_dev == b2.st_dev && a.st_ino == b2.st_ino))
-            where.roots.push_back(host);
-        }
-        out.module = owner_.modules_.get(std::move(elf), m.path, where);
-        out.bias = b;
+      DebugSearch where;
+      where.path = m.path;
+      where.roots.push_back(proc_path("root"));
+      where.owners = owners();
+      if (!owner_.options().host_root.empty()) {
+        struct stat a, b2;
+        std::string host = owner_.options().host_root == "/" ? "" : owner_.options().host_root;
+        // The target's root is the host's: search it once.
+        if (!(::stat(proc_path("root/").c_str(), &a) == 0 && ::stat((host + "/").c_str(), &b2) == 0 &&
+              a.st_dev == b2.st_dev && a.st_ino == b2.st_ino))
+          where.roots.push_back(host);
+      }
+      // The cache first, by the identity of the file as opened: a hit
+      // costs no private copy of the file (a new process's libc).
+      std::string key = module_key(o.st, where);
+      out.module = owner_.modules_.find(key);
+      if (!out.module)
+        if (auto elf = ElfImage::open(std::move(o.fd)))
+          out.module = owner_.modules_.insert(std::move(key), std::move(elf), m.path, where);
+      if (out.module) {
+        auto bias = out.module->elf().load_bias(m.start, m.pgoff);
+        out.bias = bias ? *bias : m.start - m.pgoff;
       }
     }
   }

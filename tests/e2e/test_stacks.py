@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from harness import BUILD, Jankbpf, run_jankbpf
+from target import Target
 
 STACK_LOOP = os.path.join(BUILD, "tests", "stack_loop")
 IGNORE = "3"
@@ -85,7 +86,7 @@ def test_blocked_thread_has_kernel_stack_user_stack_and_waker(tmp_path):
     off = j["off_cpu"][0]
     assert off["state"] == "sleeping"
     assert any("pipe_read" in f for f in off["kernel_stack"]), off["kernel_stack"]
-    assert off["waker"]["comm"] == "jt-waker"
+    assert off["waker"]["comm"] == "jt-waker" and off["waker"]["in_interrupt"] is False
     assert off["waker"]["pid"] == j["pid"] and off["waker"]["tid"] != j["tid"]
     # The waker's own user stack (frame-pointer walk), symbolized in its
     # process: it was in write(2) on the pipe.
@@ -96,6 +97,22 @@ def test_blocked_thread_has_kernel_stack_user_stack_and_waker(tmp_path):
     assert "wait_for_pipe" in names and "main" in names
     assert names.index("wait_for_pipe") < names.index("main")
     assert any("pipe_read" in n for n in names)
+
+
+def test_timer_wakeup_is_an_interrupt_without_a_user_stack(tmp_path):
+    """A nanosleep ends in a timer interrupt: the task it lands on is no
+    waker, and its user stack (that of whatever ran there) is not read."""
+    with Target.start("sleep:300", start_delay=4) as target:
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE,
+                     "--log-dir", str(tmp_path))
+        target.wait_done(timeout=30)
+        assert jb.stop() == 0, jb.stderr
+    (j,) = jb.of_type("jank", target.pid)
+    assert j["off_cpu"], j
+    waker = j["off_cpu"][0]["waker"]
+    assert waker["in_interrupt"] is True, waker
+    assert waker["user_stack"] == [], waker
+    assert any("hrtimer_wakeup" in f for f in waker["kernel_stack"]), waker
 
 
 def test_node_js_function_named_from_perf_map(tmp_path):

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "arch/regs.h"
+#include "app/stack_text.h"
 #include "stack/kallsyms.h"
 #include "stack/maps.h"
 #include "stack/module.h"
@@ -592,4 +593,38 @@ TEST_CASE("stack fingerprint: the function path most samples agree on, no pcs", 
   for (int i = 0; i < 3; ++i) w.add(stack_of({native("pipe_wait", 0x600, 1), main_f}, 'S'));
   CHECK(!w.fingerprint().empty());
   CHECK(StackTree().fingerprint().empty());
+}
+
+TEST_CASE("a waker's kernel stack tells an interrupt from a task", "[stack][parse]") {
+  Kallsyms k = Kallsyms::parse(
+      "ffffffff81000000 T try_to_wake_up\n"
+      "ffffffff81001000 T hrtimer_wakeup\n"
+      "ffffffff81002000 T __hrtimer_run_queues\n"
+      "ffffffff81003000 T hrtimer_interrupt\n"
+      "ffffffff81004000 T __sysvec_apic_timer_interrupt\n"
+      "ffffffff81005000 T pipe_write\n"
+      "ffffffff81006000 T vfs_write\n"
+      "ffffffff81007000 T handle_softirqs\n"
+      "ffffffff81008000 T el0_interrupt\n"
+      "ffffffff81009000 T ksys_write\n");
+  auto at = [](std::initializer_list<uint64_t> offs) {
+    std::vector<uint64_t> v;
+    for (uint64_t o : offs) v.push_back(0xffffffff81000000 + o + 0x10);
+    v.push_back(0);
+    return v;
+  };
+  // A timer's wakeup (x86_64 6.1 and 6.18 shape): the interrupt's task is no waker.
+  auto timer = at({0x0, 0x1000, 0x2000, 0x3000, 0x4000});
+  CHECK(jankbpf::interrupt_context(k, timer.data(), timer.size()));
+  // A softirq (network receive) and an arm64 IRQ from user mode.
+  auto soft = at({0x0, 0x7000});
+  CHECK(jankbpf::interrupt_context(k, soft.data(), soft.size()));
+  auto arm = at({0x0, 0x8000});
+  CHECK(jankbpf::interrupt_context(k, arm.data(), arm.size()));
+  // A thread writing to a pipe: a task's wakeup, its user stack is the waker's.
+  auto pipe = at({0x0, 0x5000, 0x6000, 0x9000});
+  CHECK_FALSE(jankbpf::interrupt_context(k, pipe.data(), pipe.size()));
+  // Unknown addresses and an empty stack: nothing says interrupt.
+  std::vector<uint64_t> none = {0x1234, 0};
+  CHECK_FALSE(jankbpf::interrupt_context(k, none.data(), none.size()));
 }
