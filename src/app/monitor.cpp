@@ -122,7 +122,9 @@ int Monitor::run() {
   detector_->drain_captures();
   detector_->drain();
   if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
-  if (traces_) traces_->shutdown();
+  // trace-cmd extract of a full buffer can take seconds under load: after a
+  // stop request it gets 300 ms, then the text trace is saved instead.
+  if (traces_) traces_->shutdown(asked_to_stop_ ? std::chrono::milliseconds(300) : kEndBudget);
   // The budget counts from the stop request, whatever the steps above took.
   const auto spent = std::chrono::milliseconds((monotonic_ns() - stop_ns) / 1'000'000);
   const auto budget = std::max(std::chrono::milliseconds(100), (asked_to_stop_ ? kStopBudget : kEndBudget) - spent);

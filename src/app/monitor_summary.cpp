@@ -30,7 +30,14 @@ void Monitor::emit_summary() {
   s.stack_logs = rs.stack_logs;
   s.suppressed = rs.suppressed;
   s.failed_jobs = rs.failed_jobs;
+  s.records_dropped = rs.records_dropped;
   s.stacks_evicted = rs.evicted_threads;
+  s.evictions.processes = rs.process_evictions;
+  s.evictions.modules = rs.module_evictions;
+  s.evictions.symbol_memos = rs.memo_resets;
+  s.evictions.stack_threads = rs.evicted_threads;
+  s.evictions.quota_processes = rs.quota_evictions;
+  s.evictions.pending_traces = traces_ ? traces_->evicted() : 0;
   s.runtime_frames_read = rs.runtime_frames_read;
   s.runtime_frames_unreadable = rs.runtime_frames_unreadable;
   s.traces = traces_ ? traces_->saved() : 0;

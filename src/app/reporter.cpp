@@ -28,6 +28,9 @@ namespace {
 // Bounds that keep memory finite when stacks arrive faster than they are
 // reported (a stuck thread sampled for minutes, thousands of threads).
 constexpr size_t kMaxQueuedSamples = 4096;
+// Every job queued, records included: a record is a few KB, so this bounds
+// the queue at some hundreds of MB while the output cannot be written.
+constexpr size_t kMaxQueuedJobs = 65536;
 constexpr size_t kMaxStacksPerThread = 2048;
 constexpr uint64_t kMaxStackAgeNs = 120'000'000'000ULL;
 // Threads with stacks or off-CPU captures kept at once: a thread whose task
@@ -135,20 +138,47 @@ std::string Reporter::busy_with() {
 }
 
 ReporterStats Reporter::stats() {
-  std::lock_guard lk(mu_);
-  ReporterStats s = stats_;
-  s.evicted_threads = evicted_;
+  ReporterStats s;
+  {
+    std::lock_guard lk(mu_);
+    s = stats_;
+    s.evicted_threads = evicted_;
+  }
+  std::lock_guard lk(quota_mu_);
+  s.quota_evictions = quota_->counts().evicted;
   return s;
 }
 
+void Reporter::copy_bounds() {
+  evicted_ = impl_->evicted;
+  auto rs = impl_->resolver.stats();
+  stats_.process_evictions = rs.process_evictions;
+  stats_.module_evictions = rs.module_evictions;
+  stats_.memo_resets = rs.memo_resets;
+}
+
 void Reporter::push(Job job, bool droppable) {
+  bool first_drop = false;
   {
     std::lock_guard lk(mu_);
     if (droppable && queue_.size() >= kMaxQueuedSamples) {
       stats_.dropped++;
       return;
     }
-    queue_.push_back(std::move(job));
+    // Records wait here only while the output blocks (a reader that
+    // stopped reading): past the bound they are dropped, counted, rather
+    // than held until memory runs out.
+    const bool record = std::holds_alternative<TaskJob>(job) || std::holds_alternative<ExitJob>(job);
+    if (record && queue_.size() >= kMaxQueuedJobs) {
+      first_drop = stats_.records_dropped++ == 0;
+      if (!first_drop) return;
+    } else {
+      queue_.push_back(std::move(job));
+    }
+  }
+  if (first_drop) {
+    log::warn("records are being dropped: %zu jobs wait for the output (is its reader stalled?)", kMaxQueuedJobs);
+    return;
   }
   cv_.notify_one();
 }
@@ -182,6 +212,10 @@ void Reporter::pin(pid_t pid) {
   if (first) stack::read_small_file("/proc/" + std::to_string(pid) + "/maps", maps, 8u << 20);
   {
     std::lock_guard lk(mu_);
+    if (queue_.size() >= kMaxQueuedJobs) {  // an aid to unwinding, never worth unbounded memory
+      stats_.dropped++;
+      return;
+    }
     queue_.push_front(PinJob{pid, std::move(maps)});  // ahead of the samples already queued
   }
   cv_.notify_one();
@@ -229,7 +263,7 @@ void Reporter::run() {
       if (queue_.empty()) {
         if (!stopping_ || !impl_->parked.empty()) continue;
         // stopping, and everything written
-        evicted_ = impl_->evicted;
+        copy_bounds();
         worker_done_ = true;
         done_cv_.notify_all();
         return;
@@ -243,7 +277,7 @@ void Reporter::run() {
         continue;
       }
       busy_ = kJobNames[job.index()];
-      evicted_ = impl_->evicted;  // read under mu_ by stats()
+      copy_bounds();  // read under mu_ by stats()
     }
     // One job's failure (bad_alloc on a hostile ELF, a parser's exception)
     // costs that job, counted, never the run.

@@ -56,8 +56,12 @@ struct ReporterStats {
   uint64_t traces = 0;
   uint64_t suppressed = 0;
   uint64_t failed_jobs = 0;   // jobs that threw (bad_alloc, a parser's error): counted, skipped
+  uint64_t records_dropped = 0;  // jank, hang and exit records dropped: queue over its bound
   uint64_t evicted_threads = 0;  // threads whose kept stacks were dropped to bound memory
   uint64_t runtime_frames_read = 0, runtime_frames_unreadable = 0;  // Python frames in stacks
+  // The resolver's and the quota's bounds (the rest of CacheEvictions is
+  // filled by the monitor).
+  uint64_t process_evictions = 0, module_evictions = 0, memo_resets = 0, quota_evictions = 0;
 };
 
 class Reporter {
@@ -155,6 +159,7 @@ class Reporter {
   std::condition_variable done_cv_;
   const char* busy_ = "";   // the job the worker is in, for a stuck exit
   uint64_t evicted_ = 0;    // Impl's count, copied under mu_
+  void copy_bounds();       // Impl's eviction counts into stats_ (mu_ held)
   ReporterStats stats_;
   std::thread worker_;
 };

@@ -2,6 +2,8 @@
 
 #include <sys/timerfd.h>
 
+#include <algorithm>
+
 #include "logs/quota.h"
 #include "trace/capture.h"
 #include "trace/ftrace_instance.h"
@@ -39,7 +41,14 @@ int TraceKeeper::capture_fd() const { return capture_ && capture_->running() ? c
 
 void TraceKeeper::on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_start_ns) {
   auto pending = std::make_shared<PendingTrace>();
-  by_task_[{tid, seq}] = pending;
+  if (by_task_.size() >= kMaxPending && !by_task_.count({tid, seq})) {
+    auto oldest = std::min_element(by_task_.begin(), by_task_.end(), [](const auto& a, const auto& b) {
+      return a.second.order < b.second.order;
+    });
+    by_task_.erase(oldest);
+    ++evicted_;
+  }
+  by_task_[{tid, seq}] = {pending, ++triggers_};
   if (!instance_) {
     pending->note = "no trace: the ftrace instance could not be created";
     pending->finish();
@@ -77,7 +86,7 @@ void TraceKeeper::arm_deadline(int64_t ms) {
 std::shared_ptr<PendingTrace> TraceKeeper::take(pid_t tid, uint64_t seq) {
   auto it = by_task_.find({tid, seq});
   if (it == by_task_.end()) return nullptr;
-  auto p = it->second;
+  auto p = it->second.trace;
   by_task_.erase(it);
   return p;
 }
@@ -151,14 +160,17 @@ void TraceKeeper::finish_capture(bool block) {
   if (!r->note.empty()) log::info("trace: %s", r->note.c_str());
 }
 
-void TraceKeeper::shutdown() {
+void TraceKeeper::shutdown(std::chrono::milliseconds budget) {
   if (!capture_) return;
   if (scheduled_) begin_capture();
-  if (capture_->running()) finish_capture(true);
-  for (auto& [key, p] : by_task_)
-    if (!p->done) {
-      p->error = "jankbpf stopped before the trace was saved";
-      p->finish();
+  if (capture_->running()) {
+    capture_->cut_short(budget.count());
+    finish_capture(true);
+  }
+  for (auto& [key, t] : by_task_)
+    if (!t.trace->done) {
+      t.trace->error = "jankbpf stopped before the trace was saved";
+      t.trace->finish();
     }
 }
 

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -46,10 +47,15 @@ class TraceKeeper {
   int capture_fd() const;
   void on_deadline();
   void on_capture_done();
-  // Saves a capture still scheduled, so no report waits forever.
-  void shutdown();
+  // Saves a capture still scheduled, so no report waits forever; trace-cmd
+  // gets at most `budget` (a stop request must end the run within a second).
+  void shutdown(std::chrono::milliseconds budget);
 
   uint64_t saved() const { return saved_; }
+  // Pending traces dropped untaken: their tasks' records never came (lost
+  // in a full ring) and the table was at kMaxPending.
+  uint64_t evicted() const { return evicted_; }
+  static constexpr size_t kMaxPending = 1024;
 
  private:
   void begin_capture();
@@ -65,8 +71,13 @@ class TraceKeeper {
   pid_t capture_pid_ = 0;
   std::shared_ptr<PendingTrace> current_;  // the trace being saved
   std::vector<std::shared_ptr<PendingTrace>> shared_;  // later triggers sharing it
-  std::map<std::pair<pid_t, uint64_t>, std::shared_ptr<PendingTrace>> by_task_;
-  uint64_t saved_ = 0;
+  struct ByTask {
+    std::shared_ptr<PendingTrace> trace;
+    uint64_t order;  // trigger count when made: the oldest goes first
+  };
+  std::map<std::pair<pid_t, uint64_t>, ByTask> by_task_;
+  uint64_t triggers_ = 0;
+  uint64_t saved_ = 0, evicted_ = 0;
 };
 
 }  // namespace jankbpf

@@ -87,6 +87,7 @@ void ReportQuota::bound_size(int64_t now_ms) {
       return a.second.last_ms < b.second.last_ms;
     });
     procs_.erase(oldest);
+    ++counts_.evicted;
   }
 }
 

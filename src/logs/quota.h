@@ -65,6 +65,7 @@ class ReportQuota {
     uint64_t stack_quota = 0;
     uint64_t trace_quota = 0;
     uint64_t duplicate_stack = 0;
+    uint64_t evicted = 0;  // processes forgotten inside a window: over max_processes
   };
 
   explicit ReportQuota(QuotaPolicy policy = {});

@@ -136,6 +136,17 @@ struct ProgramCost {
   uint64_t run_time_ns = 0;
 };
 
+// Entries userspace tables dropped to stay bounded (issue 10): none is an
+// error, each costs some work again or a little precision.
+struct CacheEvictions {
+  uint64_t processes = 0;       // unwinding sessions (maps, Dwfl, perf map) past 64, least recent
+  uint64_t modules = 0;         // ELF modules (symbols, DWARF, CFI) past 1,024, unused ones
+  uint64_t symbol_memos = 0;    // a module's 200,000-address memo started over
+  uint64_t stack_threads = 0;   // threads' unreported stacks past 4,096 threads (= stacks_evicted)
+  uint64_t quota_processes = 0; // quota and duplicate entries past 4,096 processes, inside a window
+  uint64_t pending_traces = 0;  // traces whose task record never came, past 1,024
+};
+
 struct SummaryRecord {
   int64_t time_ms = 0;
   double elapsed_s = 0;
@@ -166,7 +177,9 @@ struct SummaryRecord {
   uint64_t traces = 0;           // trace files written
   uint64_t suppressed = 0;       // janks reported without new logs (quotas)
   uint64_t failed_jobs = 0;      // reporter jobs that threw and were skipped
+  uint64_t records_dropped = 0;  // records dropped: 65,536 jobs waited for a blocked output
   uint64_t stacks_evicted = 0;   // threads whose unreported stacks were dropped (memory bound)
+  CacheEvictions evictions;      // what each bounded table dropped to stay bounded
   uint64_t marker_sites = 0;     // probe sites markers were attached at (0: no --marker)
   uint64_t marker_sites_released = 0;  // of those, detached when the processes needing them exited
   uint64_t marker_files_capped = 0;    // marked files left without probes: over the caps

@@ -160,7 +160,14 @@ std::string to_json_line(const SummaryRecord& r) {
   j["traces"] = r.traces;
   j["suppressed"] = r.suppressed;
   if (r.failed_jobs) j["failed_jobs"] = r.failed_jobs;
+  j["records_dropped"] = r.records_dropped;
   j["stacks_evicted"] = r.stacks_evicted;
+  j["evictions"] = {{"processes", r.evictions.processes},
+                    {"modules", r.evictions.modules},
+                    {"symbol_memos", r.evictions.symbol_memos},
+                    {"stack_threads", r.evictions.stack_threads},
+                    {"quota_processes", r.evictions.quota_processes},
+                    {"pending_traces", r.evictions.pending_traces}};
   if (r.marker_sites) j["marker_sites"] = r.marker_sites;
   if (r.marker_sites_released) j["marker_sites_released"] = r.marker_sites_released;
   if (r.marker_files_capped) j["marker_files_capped"] = r.marker_files_capped;

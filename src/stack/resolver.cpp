@@ -74,6 +74,8 @@ Resolver::Stats Resolver::stats() const {
   s.modules = modules_.size();
   s.module_hits = modules_.hits();
   s.module_misses = modules_.misses();
+  s.module_evictions = modules_.evictions();
+  s.memo_resets = modules_.memo_resets();
   return s;
 }
 
@@ -89,6 +91,7 @@ Process* Resolver::process(pid_t pid, Arch arch) {
         return a.second->last_used < b.second->last_used;
       });
       procs_.erase(lru);
+      ++stats_.process_evictions;
     }
     it = procs_.emplace(pid, std::make_unique<Process>(pid, arch, *this)).first;
   }

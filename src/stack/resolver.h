@@ -100,6 +100,9 @@ class Resolver {
     size_t processes = 0, modules = 0;
     uint64_t module_hits = 0, module_misses = 0;  // ModuleCache lookups
     uint64_t samples = 0, maps_reloads = 0, dwfl_rebuilds = 0;
+    // Bounds that dropped something: processes past max_processes (least
+    // recently used), modules past the module cap, address memos restarted.
+    uint64_t process_evictions = 0, module_evictions = 0, memo_resets = 0;
   };
   Stats stats() const;
 

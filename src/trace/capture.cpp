@@ -285,6 +285,15 @@ bool TraceCapture::spawn_trace_cmd(std::string& why_not) {
   return true;
 }
 
+void TraceCapture::cut_short(int64_t ms) {
+  if (!tool_running_) return;
+  const int64_t limit = (now_ms() - start_ms_) + std::max<int64_t>(ms, 0);
+  if (limit < options_.timeout_ms) {
+    options_.timeout_ms = static_cast<int>(limit);
+    cut_short_ = true;
+  }
+}
+
 std::optional<CaptureResult> TraceCapture::finish(bool block) {
   CaptureResult r;
   if (!started_) {
@@ -311,6 +320,9 @@ std::optional<CaptureResult> TraceCapture::finish(bool block) {
       r.format = "dat";
       r.log = logs_.adopt(LogKind::Trace, pid_, dat);
       if (!r.log.ok()) r.format.clear();
+    } else if (timed_out && cut_short_) {
+      note_ = "jankbpf was stopping: trace-cmd extract was killed after " + std::to_string(options_.timeout_ms) +
+              " ms, saved the instance's text trace";
     } else if (timed_out) {
       note_ = "trace-cmd extract timed out after " + std::to_string(options_.timeout_ms) +
               " ms and was killed: saved the instance's text trace";

@@ -83,6 +83,9 @@ class TraceCapture {
   // timeout, then kills it). Adopts the file, removes the temp dir and
   // re-arms the instance.
   std::optional<CaptureResult> finish(bool block = true);
+  // jankbpf is stopping: trace-cmd gets at most `ms` more, then is killed
+  // and the instance's text trace is saved instead.
+  void cut_short(int64_t ms);
 
   // start() + finish(true).
   CaptureResult run(pid_t pid);
@@ -105,6 +108,7 @@ class TraceCapture {
   int64_t start_ms_ = 0;
   std::string temp_dir_;
   std::string note_;
+  bool cut_short_ = false;
   std::string temp_error_;
   Fd output_;
 };

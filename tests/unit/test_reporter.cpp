@@ -197,3 +197,35 @@ TEST_CASE("reporter: stacks of threads never reported are bounded and evictions 
   CHECK(st.evicted_threads == processed - 4096);
   fs::remove_all(dir);
 }
+
+TEST_CASE("reporter: records queued behind a blocked output are bounded and counted", "[reporter]") {
+  char tmpl[] = "/tmp/jankbpf-reporter-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  struct StuckOutput : CollectOutput {
+    std::mutex gate;
+    void emit(const TaskRecord& r) override {
+      std::lock_guard hold(gate);
+      CollectOutput::emit(r);
+    }
+  } out;
+  const size_t n = 70000;
+  size_t written = 0;
+  uint64_t dropped = 0;
+  {
+    std::unique_lock hold(out.gate);
+    Reporter r(config(dir + "/logs"), out);
+    TaskRecord rec;
+    rec.tid = 1;
+    r.report(rec, {});
+    usleep(50'000);  // the worker is stuck writing the first
+    for (size_t i = 1; i < n; ++i) r.report(rec, {});
+    dropped = r.stats().records_dropped;
+    hold.unlock();
+    REQUIRE(r.finish());
+  }
+  written = out.tasks.size();
+  // 65,536 waited; the rest were dropped, and every one is accounted for.
+  CHECK(dropped == n - 1 - 65536);
+  CHECK(written + dropped == n);
+  fs::remove_all(dir);
+}

@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "app/trace_keeper.h"
+#include "skip.h"
 #include "trace/ftrace_instance.h"
 #include "util/tracefs.h"
 
@@ -27,10 +29,7 @@ struct NullOutput : Output {
 
 TEST_CASE("trace keeper: a capture trace-cmd cannot make ends at once and re-arms", "[trace]") {
   std::string err;
-  if (geteuid() != 0 || tracefs::root(&err).empty()) {
-    WARN("skipped: needs root and tracefs");
-    return;
-  }
+  SKIP_UNLESS(geteuid() == 0 && !tracefs::root(&err).empty(), "needs root and tracefs: " << err);
   char tmpl[] = "/tmp/jankbpf-keeper-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
   NullOutput out;
@@ -63,5 +62,42 @@ TEST_CASE("trace keeper: a capture trace-cmd cannot make ends at once and re-arm
     }
     CHECK(keeper.capture_fd() < 0);
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("trace keeper: a stop cuts a slow trace-cmd short and saves the text trace", "[trace]") {
+  std::string err;
+  SKIP_UNLESS(geteuid() == 0 && !tracefs::root(&err).empty(), "needs root and tracefs: " << err);
+  char tmpl[] = "/tmp/jankbpf-keeper-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  NullOutput out;
+  ReporterConfig rc;
+  rc.log_dir = dir + "/logs";
+  Reporter reporter(rc, out);
+  // A trace-cmd that never finishes (a full buffer on a loaded machine,
+  // a hung disk): stopping must not wait its 30 s timeout.
+  CaptureOptions o;
+  o.trace_cmd = dir + "/slow-trace-cmd";
+  {
+    std::ofstream f(o.trace_cmd);
+    f << "#!/bin/sh\nexec sleep 30\n";
+  }
+  fs::permissions(o.trace_cmd, fs::perms::owner_all);
+  TraceKeeper keeper(reporter, o);
+  REQUIRE(keeper.start(&err));
+  keeper.on_trigger(4101, 4101, 3, 1);
+  keeper.on_deadline();  // the save deadline: trace-cmd starts
+  REQUIRE(keeper.capture_fd() >= 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  keeper.shutdown(std::chrono::milliseconds(300));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(took < std::chrono::milliseconds(1500));
+  auto p = keeper.take(4101, 3);
+  REQUIRE(p);
+  std::lock_guard lk(p->mu);
+  CHECK(p->done);
+  INFO("note: " << p->note << " error: " << p->error);
+  CHECK(p->note.find("jankbpf was stopping") != std::string::npos);
+  CHECK(p->paths.size() == 1);  // the text trace
   fs::remove_all(dir);
 }
