@@ -510,12 +510,13 @@ void Reporter::handle(TaskJob& j) {
   if (!hang && tree.samples() && cfg_.jank.stacks_enabled()) {
     ProcessKey key{rec.proc.pid, ctx.proc_start_ns};
     Suppressed why;
+    const std::string fp = tree.fingerprint();
+    const int64_t taken_ms = monotonic_ns() / 1'000'000;
     {
       std::lock_guard lk(quota_mu_);
-      const std::string fp = tree.fingerprint();
       log::debug("stack fingerprint of pid %d task %llu: %s", rec.proc.pid,
                  static_cast<unsigned long long>(ctx.seq), fp.c_str());
-      why = quota_->take_stack(key, fp, monotonic_ns() / 1'000'000);
+      why = quota_->take_stack(key, fp, taken_ms);
     }
     if (why != Suppressed::None) {
       rec.suppressed = std::string(suppressed_name(why));
@@ -533,6 +534,9 @@ void Reporter::handle(TaskJob& j) {
         rec.external_log.push_back(w.path);
         std::lock_guard lk(mu_);
         stats_.stack_logs++;
+      } else {
+        std::lock_guard lk(quota_mu_);
+        quota_->give_back_stack(key, fp, taken_ms);
       }
       rec.log_over_limit |= w.over_limit;
       if (!w.error.empty()) rec.log_error = w.error;

@@ -123,6 +123,20 @@ Suppressed ReportQuota::take_stack(const ProcessKey& proc, std::string_view fing
   return Suppressed::None;
 }
 
+void ReportQuota::give_back_stack(const ProcessKey& proc, std::string_view fingerprint, int64_t taken_ms) {
+  auto it = procs_.find(proc.pid);
+  if (it == procs_.end() || it->second.start != proc.start) return;
+  Proc& p = it->second;
+  auto s = std::find(p.stacks.rbegin(), p.stacks.rend(), taken_ms);
+  if (s == p.stacks.rend()) return;
+  p.stacks.erase(std::next(s).base());
+  if (counts_.stack_reports) --counts_.stack_reports;
+  if (fingerprint.empty()) return;
+  const uint64_t h = fingerprint_hash(fingerprint);
+  auto f = std::find(p.fingerprints.rbegin(), p.fingerprints.rend(), std::make_pair(h, taken_ms));
+  if (f != p.fingerprints.rend()) p.fingerprints.erase(std::next(f).base());
+}
+
 Suppressed ReportQuota::peek_trace(const ProcessKey& proc, int64_t now_ms) const {
   const Proc* p = find(proc);
   if (!p) return Suppressed::None;

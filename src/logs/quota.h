@@ -79,6 +79,10 @@ class ReportQuota {
 
   Suppressed peek_trace(const ProcessKey& proc, int64_t now_ms) const;
   Suppressed take_trace(const ProcessKey& proc, int64_t now_ms);
+  // A stack report taken at now_ms whose log could not be written (full or
+  // read-only disk): it spends no quota and marks no duplicate, so the
+  // process's next jank tries again.
+  void give_back_stack(const ProcessKey& proc, std::string_view fingerprint, int64_t taken_ms);
 
   // The process exited: its entry can go (its pid may come back as
   // another process, which the start time would tell apart anyway).

@@ -143,3 +143,20 @@ TEST_CASE("memory stays bounded with many processes", "[quota]") {
   CHECK(q.tracked() <= 100);
   CHECK(q.peek_stack(ProcessKey{2099, 0}, kDay * 2 + 2100) == Suppressed::StackQuota);
 }
+
+TEST_CASE("a stack report given back (its log could not be written) spends no quota", "[quota]") {
+  QuotaPolicy p;
+  p.stack_reports = 1;
+  ReportQuota q(p);
+  const ProcessKey k{500, 9};
+  REQUIRE(q.take_stack(k, "a;b", 10) == Suppressed::None);
+  q.give_back_stack(k, "a;b", 10);
+  CHECK(q.counts().stack_reports == 0);
+  // The same stack is no duplicate, and the quota is whole again.
+  CHECK(q.take_stack(k, "a;b", 20) == Suppressed::None);
+  CHECK(q.take_stack(k, "c;d", 30) == Suppressed::StackQuota);
+  // Another process's, or another start time's, give-back changes nothing.
+  q.give_back_stack(ProcessKey{500, 8}, "a;b", 20);
+  q.give_back_stack(ProcessKey{501, 9}, "a;b", 20);
+  CHECK(q.take_stack(k, "c;d", 40) == Suppressed::StackQuota);
+}
