@@ -284,6 +284,10 @@ $(OUTPUT)/tests/glib_loop_sdt: tests/apps/glib_loop.c | $(OUTPUT)/tests
 $(OUTPUT)/tests/getppid: bench/getppid.c | $(OUTPUT)/tests
 	$(CC) $(APP_CFLAGS) $< -o $@
 
+# Static: each of its thousands of execs a second skips the dynamic loader.
+$(OUTPUT)/tests/exec_storm: tests/apps/exec_storm.c | $(OUTPUT)/tests
+	$(CC) $(APP_CFLAGS) -static $< -o $@
+
 $(OUTPUT)/tests/stack_loop_pac: tests/apps/stack_loop.c | $(OUTPUT)/tests
 	$(CC) $(APP_CFLAGS) -mbranch-protection=standard $< -o $@ -lm
 
