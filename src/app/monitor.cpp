@@ -90,7 +90,7 @@ int Monitor::run() {
   rc.log_cap = opts_.log_cap;
   rc.dev = opts_.dev;
   rc.keep_samples = report_ != nullptr;
-  reporter_ = std::make_unique<Reporter>(rc, named_out_);
+  reporter_ = std::make_unique<Reporter>(rc, sinks_);
   if (!start_detector() || !start_stacks()) {
     launcher_.abandon();
     reporter_->finish();

@@ -17,7 +17,6 @@
 #include "bpf/detector.h"
 #include "cli/options.h"
 #include "markers/markers.h"
-#include "markers/naming.h"
 #include "metrics/http_server.h"
 #include "metrics/metrics_output.h"
 #include "output/output.h"
@@ -66,7 +65,6 @@ class Monitor {
   FeatureSet features_;  // what this kernel gave us; missing ones go in the summary
   std::unique_ptr<JsonLinesOutput> out_;
   TeeOutput sinks_;                // every renderer of records: JSON lines first
-  NamingOutput named_out_{sinks_};
   std::unique_ptr<report::ReportSink> report_;  // --report, --perfetto, --folded  // names runtime markers' tasks from their stacks
   EpochClock clock_;
   MarkerTable markers_;

@@ -12,6 +12,7 @@
 #include "arch/regs.h"
 #include "logs/log_dir.h"
 #include "logs/quota.h"
+#include "markers/naming.h"
 #include "report/sampled.h"
 #include "runtime/interleave.h"
 #include "runtime/python_procs.h"
@@ -144,7 +145,6 @@ ReporterStats Reporter::stats() {
     s = stats_;
     s.evicted_threads = evicted_;
   }
-  std::lock_guard lk(quota_mu_);
   s.quota_evictions = quota_->counts().evicted;
   return s;
 }
@@ -298,7 +298,6 @@ void Reporter::run() {
               python_->forget(j.pid);
               std::erase_if(impl_->stacks, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
               std::erase_if(impl_->offcpu, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
-              std::lock_guard lk(quota_mu_);
               quota_->forget(j.pid);
             } else {
               handle(j);
@@ -479,6 +478,10 @@ void Reporter::handle(TaskJob& j) {
     }
     rec.modules = modules.modules();
   }
+  // The runnable's name, from the stack: a runtime marker's callback, or
+  // the innermost interpreter frame (markers/naming.h).
+  name_runnable_from_stack(rec);
+  name_runnable_from_runtime(rec);
 
   // 2. Where it was off the CPU, and who woke it.
   auto ot = impl_->offcpu.find(rec.tid);
@@ -512,12 +515,9 @@ void Reporter::handle(TaskJob& j) {
     Suppressed why;
     const std::string fp = tree.fingerprint();
     const int64_t taken_ms = monotonic_ns() / 1'000'000;
-    {
-      std::lock_guard lk(quota_mu_);
-      log::debug("stack fingerprint of pid %d task %llu: %s", rec.proc.pid,
-                 static_cast<unsigned long long>(ctx.seq), fp.c_str());
-      why = quota_->take_stack(key, fp, taken_ms);
-    }
+    log::debug("stack fingerprint of pid %d task %llu: %s", rec.proc.pid,
+               static_cast<unsigned long long>(ctx.seq), fp.c_str());
+    why = quota_->take_stack(key, fp, taken_ms);
     if (why != Suppressed::None) {
       rec.suppressed = std::string(suppressed_name(why));
     } else {
@@ -525,17 +525,12 @@ void Reporter::handle(TaskJob& j) {
                          std::to_string(rec.tid) + " (" + log::escape_control(rec.proc.bundle_name) + ") task of " +
                          std::to_string(rec.duration_ms) + " ms, " + std::to_string(tree.samples()) +
                          " samples\n" + tree.render();
-      LogWrite w;
-      {
-        std::lock_guard lk(logs_mu_);
-        w = logs_->write(LogKind::Stack, rec.proc.pid, text);
-      }
+      LogWrite w = logs_->write(LogKind::Stack, rec.proc.pid, text);
       if (w.ok()) {
         rec.external_log.push_back(w.path);
         std::lock_guard lk(mu_);
         stats_.stack_logs++;
       } else {
-        std::lock_guard lk(quota_mu_);
         quota_->give_back_stack(key, fp, taken_ms);
       }
       rec.log_over_limit |= w.over_limit;

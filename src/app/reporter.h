@@ -107,12 +107,10 @@ class Reporter {
   bool finish(std::chrono::milliseconds budget = std::chrono::milliseconds::max());
   std::string busy_with();
   ReporterStats stats();
-  // The log directory: shared with the trace capture (main thread), so
-  // every use takes this lock.
+  // The log directory and the quotas, shared with the trace keeper (main
+  // thread); both are thread-safe, each with its own lock.
   LogDir& logs() { return *logs_; }
-  std::mutex& logs_mutex() { return logs_mu_; }
   ReportQuota& quota() { return *quota_; }
-  std::mutex& quota_mutex() { return quota_mu_; }
 
  private:
   struct SampleJob { std::vector<uint8_t> record; runtime::PyCapture python; };
@@ -144,9 +142,7 @@ class Reporter {
   ReporterConfig cfg_;
   Output& out_;
   std::unique_ptr<LogDir> logs_;
-  std::mutex logs_mu_;
   std::unique_ptr<ReportQuota> quota_;
-  std::mutex quota_mu_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -54,11 +54,7 @@ void TraceKeeper::on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_s
     pending->finish();
     return;
   }
-  Suppressed why;
-  {
-    std::lock_guard lk(reporter_.quota_mutex());
-    why = reporter_.quota().take_trace(ProcessKey{pid, proc_start_ns}, monotonic_ns() / 1'000'000);
-  }
+  const Suppressed why = reporter_.quota().take_trace(ProcessKey{pid, proc_start_ns}, monotonic_ns() / 1'000'000);
   if (why != Suppressed::None) {
     pending->suppressed = std::string(suppressed_name(why));
     pending->finish();
@@ -125,12 +121,8 @@ void TraceKeeper::begin_capture() {
 void TraceKeeper::on_capture_done() { finish_capture(false); }
 
 void TraceKeeper::finish_capture(bool block) {
-  std::optional<CaptureResult> r;
-  {
-    // The capture adopts its file into the log directory the reporter writes too.
-    std::lock_guard lk(reporter_.logs_mutex());
-    r = capture_->finish(block);
-  }
+  // The capture adopts its file into the log directory (LogDir has its own lock).
+  std::optional<CaptureResult> r = capture_->finish(block);
   if (!r) return;  // still running
   auto fill = [&](PendingTrace& p) {
     if (r->log.ok()) p.paths.push_back(r->log.path);

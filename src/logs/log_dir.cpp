@@ -106,7 +106,13 @@ bool LogDir::parse_name(std::string_view name, Entry& out) {
   return true;
 }
 
+std::string LogDir::error() const {
+  std::lock_guard lk(mu_);
+  return error_;
+}
+
 bool LogDir::open() {
+  std::lock_guard lk(mu_);
   std::string err;
   bool ok = ensure_open(err);
   error_ = err;
@@ -175,6 +181,11 @@ bool LogDir::ensure_open(std::string& error) {
 }
 
 std::vector<LogDir::Entry> LogDir::list() {
+  std::lock_guard lk(mu_);
+  return list_locked();
+}
+
+std::vector<LogDir::Entry> LogDir::list_locked() {
   std::vector<Entry> out;
   std::string err;
   if (!ensure_open(err)) return out;
@@ -206,8 +217,9 @@ std::vector<LogDir::Entry> LogDir::list() {
 }
 
 uint64_t LogDir::used_bytes() {
+  std::lock_guard lk(mu_);
   uint64_t total = 0;
-  for (const auto& e : list()) total += e.bytes;
+  for (const auto& e : list_locked()) total += e.bytes;
   return total;
 }
 
@@ -218,7 +230,7 @@ bool LogDir::make_room(uint64_t incoming, LogWrite& result) {
     result.over_limit = true;
     return false;
   }
-  std::vector<Entry> entries = list();
+  std::vector<Entry> entries = list_locked();
   uint64_t total = 0;
   for (const auto& e : entries) total += e.bytes;
   unsigned tried = 0;
@@ -262,6 +274,7 @@ Fd LogDir::create(LogKind kind, pid_t pid, std::string& name, std::string& error
 }
 
 LogWrite LogDir::write(LogKind kind, pid_t pid, std::string_view data) {
+  std::lock_guard lk(mu_);
   LogWrite r;
   if (!ensure_open(r.error)) {
     error_ = r.error;
@@ -282,6 +295,7 @@ LogWrite LogDir::write(LogKind kind, pid_t pid, std::string_view data) {
 }
 
 LogWrite LogDir::adopt(LogKind kind, pid_t pid, const std::string& source_path) {
+  std::lock_guard lk(mu_);
   LogWrite r;
   Fd src(::open(source_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
   if (!src) {

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,9 @@ struct LogDirOptions {
   std::function<int64_t()> clock_ms;
 };
 
+// Thread-safe: the reporter writes stack logs while the trace keeper, on
+// the main thread, adopts traces; each public call holds the directory's
+// own lock (its listing, aging and naming must not interleave).
 class LogDir {
  public:
   struct Entry {
@@ -76,7 +80,7 @@ class LogDir {
   // first write if not before; a failure is kept in error() and retried by
   // the next write, so a directory that appears later is picked up.
   bool open();
-  const std::string& error() const { return error_; }
+  std::string error() const;
   const std::string& path() const { return options_.path; }
   uint64_t cap_bytes() const { return options_.cap_bytes; }
 
@@ -110,7 +114,9 @@ class LogDir {
   // Creates a fresh O_EXCL file for kind/pid; returns its fd and name.
   Fd create(LogKind kind, pid_t pid, std::string& name, std::string& error);
   int64_t now_ms() const;
+  std::vector<Entry> list_locked();
 
+  mutable std::mutex mu_;  // everything below, and the directory's contents
   LogDirOptions options_;
   Fd dir_;
   std::string error_;

@@ -92,6 +92,7 @@ void ReportQuota::bound_size(int64_t now_ms) {
 }
 
 Suppressed ReportQuota::peek_stack(const ProcessKey& proc, int64_t now_ms) const {
+  std::lock_guard lk(mu_);
   const Proc* p = find(proc);
   if (!p) return Suppressed::None;
   if (in_window(p->stacks, policy_.stack_window_ms(), now_ms) >= policy_.stack_reports)
@@ -101,6 +102,7 @@ Suppressed ReportQuota::peek_stack(const ProcessKey& proc, int64_t now_ms) const
 
 Suppressed ReportQuota::take_stack(const ProcessKey& proc, std::string_view fingerprint,
                                    int64_t now_ms) {
+  std::lock_guard lk(mu_);
   Proc& p = get(proc, now_ms);
   // The duplicate check comes first: it is the more specific reason, and a
   // repeat of a known freeze should say so even when the quota is also out.
@@ -124,6 +126,7 @@ Suppressed ReportQuota::take_stack(const ProcessKey& proc, std::string_view fing
 }
 
 void ReportQuota::give_back_stack(const ProcessKey& proc, std::string_view fingerprint, int64_t taken_ms) {
+  std::lock_guard lk(mu_);
   auto it = procs_.find(proc.pid);
   if (it == procs_.end() || it->second.start != proc.start) return;
   Proc& p = it->second;
@@ -138,6 +141,7 @@ void ReportQuota::give_back_stack(const ProcessKey& proc, std::string_view finge
 }
 
 Suppressed ReportQuota::peek_trace(const ProcessKey& proc, int64_t now_ms) const {
+  std::lock_guard lk(mu_);
   const Proc* p = find(proc);
   if (!p) return Suppressed::None;
   if (in_window(p->traces, policy_.trace_window_ms, now_ms) >= policy_.trace_reports)
@@ -146,6 +150,7 @@ Suppressed ReportQuota::peek_trace(const ProcessKey& proc, int64_t now_ms) const
 }
 
 Suppressed ReportQuota::take_trace(const ProcessKey& proc, int64_t now_ms) {
+  std::lock_guard lk(mu_);
   Proc& p = get(proc, now_ms);
   if (static_cast<int>(p.traces.size()) >= policy_.trace_reports) {
     ++counts_.trace_quota;
@@ -156,6 +161,9 @@ Suppressed ReportQuota::take_trace(const ProcessKey& proc, int64_t now_ms) {
   return Suppressed::None;
 }
 
-void ReportQuota::forget(pid_t pid) { procs_.erase(pid); }
+void ReportQuota::forget(pid_t pid) {
+  std::lock_guard lk(mu_);
+  procs_.erase(pid);
+}
 
 }  // namespace jankbpf

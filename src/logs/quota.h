@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <mutex>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -57,6 +58,7 @@ struct ProcessKey {
   uint64_t start = 0;  // process start time in any fixed unit (e.g. ns or jiffies)
 };
 
+// Thread-safe: each public call holds the quota's own lock.
 class ReportQuota {
  public:
   struct Counts {
@@ -88,11 +90,18 @@ class ReportQuota {
   // another process, which the start time would tell apart anyway).
   void forget(pid_t pid);
 
-  const Counts& counts() const { return counts_; }
-  size_t tracked() const { return procs_.size(); }
+  Counts counts() const {
+    std::lock_guard lk(mu_);
+    return counts_;
+  }
+  size_t tracked() const {
+    std::lock_guard lk(mu_);
+    return procs_.size();
+  }
   const QuotaPolicy& policy() const { return policy_; }
 
  private:
+  mutable std::mutex mu_;  // every member below: the reporter and the trace keeper share one quota
   struct Proc {
     uint64_t start = 0;
     int64_t last_ms = 0;

@@ -1,6 +1,5 @@
 #include "markers/naming.h"
 
-#include <algorithm>
 #include <string_view>
 
 namespace jankbpf {
@@ -61,24 +60,6 @@ void name_runnable_from_runtime(TaskRecord& r) {
     if (!f.symbol.empty() && f.symbol.front() != '[') r.runnable_name = f.symbol;
     return;
   }
-}
-
-void NamingOutput::emit(const TaskRecord& r) {
-  // (A copy only when there is a name to give: records carry every sample.)
-  if (!r.marker && r.runnable_name.empty() &&
-      std::any_of(r.stack.begin(), r.stack.end(), [](const StackFrame& f) { return !f.runtime.empty(); })) {
-    TaskRecord named = r;
-    name_runnable_from_runtime(named);
-    next_.emit(named);
-    return;
-  }
-  if (r.boundary == "marker" && r.marker && !r.marker->runtime.empty() && !r.stack.empty()) {
-    TaskRecord named = r;
-    name_runnable_from_stack(named);
-    next_.emit(named);
-    return;
-  }
-  next_.emit(r);
 }
 
 }  // namespace jankbpf

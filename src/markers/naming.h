@@ -4,7 +4,7 @@
 // a runnable and Android a Looper message by its target.
 #pragma once
 
-#include "output/output.h"
+#include "model/records.h"
 
 namespace jankbpf {
 
@@ -19,17 +19,5 @@ void name_runnable_from_stack(TaskRecord& r);
 // of the heaviest path names it, when that frame could be read. Leaves
 // marker tasks and already named ones alone.
 void name_runnable_from_runtime(TaskRecord& r);
-
-// An Output that names task records so, then hands every record on.
-class NamingOutput final : public Output {
- public:
-  explicit NamingOutput(Output& next) : next_(next) {}
-  void emit(const TaskRecord& r) override;
-  void emit(const ExitRecord& r) override { next_.emit(r); }
-  void emit(const SummaryRecord& r) override { next_.emit(r); }
-
- private:
-  Output& next_;
-};
 
 }  // namespace jankbpf
