@@ -6,6 +6,6 @@
 
 namespace jankbpf {
 
-inline constexpr const char* kSchemaVersion = "1.1";
+inline constexpr const char* kSchemaVersion = "1.2";
 
 }  // namespace jankbpf
