@@ -1,0 +1,80 @@
+// The reporter thread's own state (app/reporter.h): the resolver, the
+// records parked for their traces, and each thread's stacks and off-CPU
+// captures until its task is reported. Private to reporter*.cpp.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "app/parked_records.h"
+#include "app/reporter.h"
+#include "runtime/python_frames.h"
+#include "stack/resolver.h"
+
+namespace jankbpf {
+
+// Bounds that keep memory finite when stacks arrive faster than they are
+// reported (a stuck thread sampled for minutes, thousands of threads).
+inline constexpr size_t kMaxStacksPerThread = 2048;
+inline constexpr uint64_t kMaxStackAgeNs = 120'000'000'000ULL;
+// Threads with stacks or off-CPU captures kept at once: a thread whose task
+// is never reported (short-lived processes in a fork loop) must not keep
+// them for good. Past this, the thread with the oldest newest entry goes.
+inline constexpr size_t kMaxStoredThreads = 4096;
+
+struct Reporter::Impl {
+  stack::Resolver resolver;
+  ParkedRecords parked;  // records waiting for a trace to be saved
+  struct Stored {
+    uint64_t time_ns;
+    pid_t pid;
+    stack::ResolvedStack stack;
+    // Python frames read at the sample's arrival: placed in the stack when
+    // the task is reported, if they were read before it ended.
+    runtime::PyCapture python;
+    bool python_process = false;
+  };
+  std::unordered_map<pid_t, std::deque<Stored>> stacks;  // by tid
+  struct OffCpu {
+    pid_t pid;
+    uint64_t seq, time_ns, woken_ns = 0;
+    uint32_t state;
+    std::vector<std::string> kstack;
+    bool has_waker = false;
+    WakerInfo waker;
+  };
+  std::unordered_map<pid_t, std::vector<OffCpu>> offcpu;  // by tid
+
+  uint64_t evicted = 0;  // threads whose stored stacks were dropped unreported
+
+  // Makes room for `tid` in `table` (keyed by tid, values non-empty lists
+  // of entries with a time_ns, newest last).
+  template <typename Table>
+  void make_room(Table& table, pid_t tid, bool count) {
+    if (table.size() < kMaxStoredThreads || table.count(tid)) return;
+    auto oldest = table.end();
+    for (auto it = table.begin(); it != table.end(); ++it)
+      if (oldest == table.end() || it->second.empty() ||
+          (!oldest->second.empty() && it->second.back().time_ns < oldest->second.back().time_ns))
+        oldest = it;
+    table.erase(oldest);
+    if (count) ++evicted;
+  }
+
+  void store(pid_t tid, uint64_t time_ns, stack::ResolvedStack&& s, runtime::PyCapture&& py = {},
+             bool python_process = false) {
+    make_room(stacks, tid, true);
+    auto& q = stacks[tid];
+    while (!q.empty() && (q.size() >= kMaxStacksPerThread || time_ns - q.front().time_ns > kMaxStackAgeNs))
+      q.pop_front();
+    pid_t pid = s.pid;
+    q.push_back({time_ns, pid, std::move(s), std::move(py), python_process});
+  }
+};
+
+}  // namespace jankbpf

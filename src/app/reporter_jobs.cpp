@@ -1,0 +1,243 @@
+// The reporter's jobs (app/reporter.h): a sample unwound and kept, an
+// off-CPU capture and its waker, and a task's record finished -- its stacks,
+// off-CPU periods, name, stack log and trace -- before the sinks render it.
+#include <algorithm>
+#include <cstring>
+
+#include "app/reporter.h"
+#include "app/reporter_impl.h"
+#include "app/stack_text.h"
+#include "arch/regs.h"
+#include "logs/log_dir.h"
+#include "logs/quota.h"
+#include "markers/naming.h"
+#include "report/sampled.h"
+#include "runtime/interleave.h"
+#include "runtime/python_procs.h"
+#include "stack/perf_sample.h"
+#include "stack/tree.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace jankbpf {
+namespace {
+
+const char* state_name(uint32_t st) {
+  return st == JB_ST_BLOCKED ? "blocked_io" : st == JB_ST_RUNNABLE ? "runnable" : "sleeping";
+}
+
+}  // namespace
+
+void Reporter::add_runtime_frames(stack::ResolvedStack& s, const runtime::PyCapture& py, bool python_process,
+                                  uint64_t task_end_ns, bool count) {
+  runtime::RuntimeFrameStats st;
+  runtime::interleave_python(s, py, python_process, task_end_ns, st);
+  if (!count || (!st.read && !st.unreadable)) return;
+  std::lock_guard lk(mu_);
+  stats_.runtime_frames_read += st.read;
+  stats_.runtime_frames_unreadable += st.unreadable;
+}
+
+void Reporter::handle(SampleJob& j) {
+  stack::PerfSampleView v;
+  if (!stack::parse_perf_sample(j.record, cfg_.perf_sample_type, cfg_.regs_mask, v)) return;
+  stack::SampleInput in = stack::to_sample_input(v, cfg_.regs_mask);
+  auto resolved = impl_->resolver.resolve(in);
+  bool py = python_->is_python(in.pid);
+  impl_->store(static_cast<pid_t>(v.tid), v.time, std::move(resolved), std::move(j.python), py);
+}
+
+void Reporter::handle(OffCpuJob& j) {
+  const jb_offcpu_event& e = *j.event;
+  stack::SampleInput in;
+  in.pid = static_cast<pid_t>(e.hdr.pid);
+  in.tid = static_cast<pid_t>(e.hdr.tid);
+  in.regs_mask = cfg_.regs_mask;
+  size_t nregs = std::min<size_t>(e.nr_regs, JB_MAX_USER_REGS);
+  in.regs_abi = nregs ? static_cast<uint64_t>(RegsAbi::Abi64) : static_cast<uint64_t>(RegsAbi::None);
+  in.regs = std::span<const uint64_t>(reinterpret_cast<const uint64_t*>(e.regs), nregs);
+  size_t ubytes = std::min<size_t>(e.ustack_bytes, sizeof e.ustack);
+  in.stack = std::span<const uint8_t>(e.ustack, ubytes);
+  in.stack_dyn_size = ubytes;
+  size_t kframes = std::min<size_t>(e.kstack_bytes / 8, JB_KSTACK_DEPTH);
+  const auto* kpcs = reinterpret_cast<const uint64_t*>(e.kstack);
+  size_t skip = tracing_frames(impl_->resolver.kallsyms(), kpcs, kframes);
+  kpcs += skip;
+  kframes -= skip;
+  in.kernel_callchain = std::span<const uint64_t>(kpcs, kframes);
+  in.wait_state = e.state == JB_ST_BLOCKED ? 'D' : e.state == JB_ST_RUNNABLE ? 'R' : 'S';
+  auto resolved = impl_->resolver.resolve(in);
+  bool py = python_->is_python(in.pid);
+  impl_->store(in.tid, e.hdr.time_ns, std::move(resolved), std::move(j.python), py);
+
+  Impl::OffCpu off;
+  off.pid = in.pid;
+  off.seq = e.seq;
+  off.time_ns = e.hdr.time_ns;
+  off.state = e.state;
+  off.kstack = kernel_stack(impl_->resolver.kallsyms(), kpcs, kframes);
+  impl_->make_room(impl_->offcpu, in.tid, false);  // counted with its stacks
+  auto& list = impl_->offcpu[in.tid];
+  if (list.size() >= 64) list.erase(list.begin());
+  list.push_back(std::move(off));
+}
+
+void Reporter::handle(WakerJob& j) {
+  const jb_waker_event& e = j.event;
+  auto it = impl_->offcpu.find(static_cast<pid_t>(e.hdr.tid));
+  if (it == impl_->offcpu.end() || it->second.empty()) return;
+  auto& off = it->second.back();
+  if (off.seq != e.seq || off.has_waker) return;
+  off.has_waker = true;
+  off.woken_ns = e.hdr.time_ns;
+  off.waker.pid = static_cast<pid_t>(e.waker_pid);
+  off.waker.tid = static_cast<pid_t>(e.waker_tid);
+  off.waker.comm = std::string(e.waker_comm, strnlen(e.waker_comm, sizeof e.waker_comm));
+  const auto* kpcs = reinterpret_cast<const uint64_t*>(e.kstack);
+  size_t n = std::min<size_t>(e.kstack_bytes / 8, JB_WAKER_DEPTH);
+  size_t skip = tracing_frames(impl_->resolver.kallsyms(), kpcs, n);
+  off.waker.kernel_stack = kernel_stack(impl_->resolver.kallsyms(), kpcs + skip, n - skip);
+  // An interrupt's "waker" is the task it came in on: its user stack says
+  // nothing of the wakeup, and symbolizing it would read the binaries of
+  // every process a timer interrupt happens to land on.
+  off.waker.in_interrupt = interrupt_context(impl_->resolver.kallsyms(), kpcs + skip, n - skip);
+  if (off.waker.in_interrupt) return;
+  // The waker's user stack: the kernel's frame-pointer walk (no copy of its
+  // stack to unwind), so a waker built without frame pointers shows its
+  // leaf and whatever the walk could follow.
+  std::vector<uint64_t> upcs;
+  for (size_t i = 0; i < std::min<size_t>(e.ustack_bytes / 8, JB_WAKER_DEPTH) && e.ustack[i]; i++)
+    upcs.push_back(e.ustack[i]);
+  if (!upcs.empty() && e.waker_pid != 0)
+    for (const auto& f : impl_->resolver.symbolize_user(static_cast<pid_t>(e.waker_pid), host_arch().arch, upcs))
+      off.waker.user_stack.push_back(user_frame_text(f));
+}
+
+void Reporter::handle(TaskJob& j) {
+  TaskRecord& rec = j.rec;
+  const TaskContext& ctx = j.ctx;
+  const bool hang = rec.kind == TaskRecord::Kind::Hang;
+
+  // 1. The stacks this thread collected during the task.
+  stack::StackTree tree;
+  stack::ModuleTable modules;
+  auto it = impl_->stacks.find(rec.tid);
+  if (it != impl_->stacks.end()) {
+    auto& q = it->second;
+    for (const auto& s : q)
+      if (s.time_ns >= ctx.begin_ns && s.time_ns <= ctx.end_ns) {
+        const stack::ResolvedStack* st = &s.stack;
+        stack::ResolvedStack with_python;
+        if (s.python_process || s.python.status != runtime::PyCapture::Status::None) {
+          with_python = s.stack;
+          add_runtime_frames(with_python, s.python, s.python_process, ctx.end_ns, !hang);
+          st = &with_python;
+        }
+        tree.add(*st);
+        if (cfg_.keep_samples) rec.sampled.push_back(report::to_sampled(*st, s.time_ns));
+      }
+    // A finished task's stacks (and those of shorter tasks before it) are
+    // no longer needed; a hang keeps them for the task's final report.
+    if (!hang)
+      while (!q.empty() && q.front().time_ns <= ctx.end_ns) q.pop_front();
+  }
+  rec.samples = static_cast<uint32_t>(tree.samples());
+  if (tree.samples()) {
+    rec.heaviest_stack = tree.heaviest_stack();
+    for (const auto& line : tree.heaviest_path()) {
+      if (!line.frame) continue;
+      const auto& f = *line.frame;
+      StackFrame sf;
+      sf.module_index = modules.index(f);
+      sf.offset = f.has_module() ? f.module_offset : f.pc;
+      sf.symbol = f.symbol;
+      sf.file = f.file;
+      sf.line = f.line;
+      sf.kernel = f.kernel();
+      sf.jit = f.jit();
+      sf.inlined = f.inlined();
+      sf.runtime = f.runtime;
+      rec.stack.push_back(std::move(sf));
+    }
+    rec.modules = modules.modules();
+  }
+  // The runnable's name, from the stack: a runtime marker's callback, or
+  // the innermost interpreter frame (markers/naming.h).
+  name_runnable_from_stack(rec);
+  name_runnable_from_runtime(rec);
+
+  // 2. Where it was off the CPU, and who woke it.
+  auto ot = impl_->offcpu.find(rec.tid);
+  if (ot != impl_->offcpu.end()) {
+    for (const auto& o : ot->second) {
+      if (o.seq != ctx.seq) continue;
+      OffCpuInfo info;
+      info.state = state_name(o.state);
+      info.kernel_stack = o.kstack;
+      if (o.woken_ns > o.time_ns) info.duration_ms = static_cast<double>(o.woken_ns - o.time_ns) / 1e6;
+      info.off_ns = o.time_ns;
+      info.woken_ns = o.woken_ns;
+      info.has_waker = o.has_waker;
+      info.waker = o.waker;
+      rec.off_cpu.push_back(std::move(info));
+    }
+    if (!hang) std::erase_if(ot->second, [&](const auto& o) { return o.seq <= ctx.seq; });
+    // A task preempted a hundred times should not make a record of a
+    // hundred entries: keep the longest waits (the ones that explain it).
+    constexpr size_t kMaxOffCpu = 8;
+    if (rec.off_cpu.size() > kMaxOffCpu) {
+      std::stable_sort(rec.off_cpu.begin(), rec.off_cpu.end(),
+                       [](const auto& a, const auto& b) { return a.duration_ms > b.duration_ms; });
+      rec.off_cpu.resize(kMaxOffCpu);
+    }
+  }
+
+  // 3. The stack log: for finished tasks, within the quota.
+  if (!hang && tree.samples() && cfg_.jank.stacks_enabled()) {
+    ProcessKey key{rec.proc.pid, ctx.proc_start_ns};
+    Suppressed why;
+    const std::string fp = tree.fingerprint();
+    const int64_t taken_ms = monotonic_ns() / 1'000'000;
+    log::debug("stack fingerprint of pid %d task %llu: %s", rec.proc.pid,
+               static_cast<unsigned long long>(ctx.seq), fp.c_str());
+    why = quota_->take_stack(key, fp, taken_ms);
+    if (why != Suppressed::None) {
+      rec.suppressed = std::string(suppressed_name(why));
+    } else {
+      std::string text = "# jankbpf stack log: pid " + std::to_string(rec.proc.pid) + " tid " +
+                         std::to_string(rec.tid) + " (" + log::escape_control(rec.proc.bundle_name) + ") task of " +
+                         std::to_string(rec.duration_ms) + " ms, " + std::to_string(tree.samples()) +
+                         " samples\n" + tree.render();
+      LogWrite w = logs_->write(LogKind::Stack, rec.proc.pid, text);
+      if (w.ok()) {
+        rec.external_log.push_back(w.path);
+        std::lock_guard lk(mu_);
+        stats_.stack_logs++;
+      } else {
+        quota_->give_back_stack(key, fp, taken_ms);
+      }
+      rec.log_over_limit |= w.over_limit;
+      if (!w.error.empty()) rec.log_error = w.error;
+    }
+  }
+
+  // 4. The trace, when one is being captured for this task: the record
+  // waits for it, parked, while the next jobs run; and so do the records
+  // of its process that come after it.
+  if (ctx.trace || impl_->parked.holds(rec.proc.pid)) {
+    auto wake = [this] {
+      {
+        std::lock_guard lk(mu_);
+        trace_done_ = true;
+      }
+      cv_.notify_all();
+    };
+    pid_t pid = rec.proc.pid;
+    impl_->parked.park(pid, std::move(rec), std::move(ctx.trace), wake, ParkedRecords::Clock::now());
+    emit_parked(false);  // the trace may be saved already
+    return;
+  }
+  write_task(rec);
+}
+
+}  // namespace jankbpf
