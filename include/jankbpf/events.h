@@ -54,23 +54,32 @@ enum jb_thread_state {
 	JB_ST_NR = 4,
 };
 
-/* Counters in the `stats` per-CPU array; userspace sums over CPUs. */
+/*
+ * Counters in the `stats` per-CPU array; userspace sums over CPUs. The one
+ * list of them: X(ID, field, meaning) gives the BPF side JB_STAT_<ID> and
+ * userspace its KernelStats field (src/bpf/kernel_stats.h).
+ */
+#define JB_STATS(X)                                                                                  \
+	X(TASKS, tasks, "tasks that ended on watched threads")                                          \
+	X(RB_DROPS, ringbuf_drops, "small records lost: the `events` ring was full")                     \
+	X(THREADS_FULL, threads_map_full, "watched threads not tracked: map full")                       \
+	X(TIMER_FAIL, timer_failures, "watchdog timers that could not be armed")                         \
+	X(SAMPLES, samples, "on-CPU stack samples let through")                                          \
+	X(OFFCPU, offcpu, "off-CPU captures made")                                                       \
+	X(UNSEEN_SWITCH, unseen_switches, "a watched thread ran after a switch-in no tracepoint showed") \
+	X(STASH_FULL, stash_full, "off-CPU captures not made: the tid stash was full")                   \
+	X(PROCS_FULL, procs_full, "janked processes whose exit goes unreported: map full")               \
+	X(SCAN_FULL, scan_full, "tasks the scan watchdog cannot see live: in_task full")                 \
+	X(OFFCPU_RING_FULL, offcpu_ring_full, "off-CPU captures and wakers lost: `captures` ring full")   \
+	X(OFFCPU_RATE, offcpu_rate_limited, "off-CPU captures not sent: the process's --offcpu-rate")    \
+	X(TIMERS_FULL, timers_map_full, "watchdog timers not made: the `timers` map was full")
+
+#define JB_STAT_ENUM(id, field, meaning) JB_STAT_##id,
 enum jb_stat {
-	JB_STAT_TASKS = 0,        /* tasks that ended on watched threads */
-	JB_STAT_RB_DROPS = 1,     /* small records lost: the `events` ring was full */
-	JB_STAT_THREADS_FULL = 2, /* watched threads not tracked: map full */
-	JB_STAT_TIMER_FAIL = 3,   /* watchdog timers that could not be armed */
-	JB_STAT_SAMPLES = 4,      /* on-CPU stack samples let through */
-	JB_STAT_OFFCPU = 5,       /* off-CPU captures made */
-	JB_STAT_UNSEEN_SWITCH = 6, /* a watched thread ran after a switch-in no tracepoint showed */
-	JB_STAT_STASH_FULL = 7,   /* off-CPU captures not made: the tid stash was full */
-	JB_STAT_PROCS_FULL = 8,   /* janked processes whose exit goes unreported: map full */
-	JB_STAT_SCAN_FULL = 9,    /* tasks the scan watchdog cannot see live: in_task full */
-	JB_STAT_OFFCPU_RING_FULL = 10, /* off-CPU captures and wakers lost: `captures` ring full */
-	JB_STAT_OFFCPU_RATE = 11, /* off-CPU captures not sent: the process's --offcpu-rate */
-	JB_STAT_TIMERS_FULL = 12, /* watchdog timers not made: the `timers` map was full */
-	JB_STAT_NR = 13,
+	JB_STATS(JB_STAT_ENUM)
+	JB_STAT_NR,
 };
+#undef JB_STAT_ENUM
 
 /* bits of jb_task_event.flags */
 #define JB_TASKF_CROSSED (1u << 0) /* the crossing was seen while running */

@@ -22,19 +22,9 @@ KernelStats read_kernel_stats(int stats_fd) {
     for (auto v : values) total += v;
     return total;
   };
-  s.tasks = sum(JB_STAT_TASKS);
-  s.ringbuf_drops = sum(JB_STAT_RB_DROPS);
-  s.threads_map_full = sum(JB_STAT_THREADS_FULL);
-  s.timer_failures = sum(JB_STAT_TIMER_FAIL);
-  s.samples = sum(JB_STAT_SAMPLES);
-  s.offcpu = sum(JB_STAT_OFFCPU);
-  s.unseen_switches = sum(JB_STAT_UNSEEN_SWITCH);
-  s.stash_full = sum(JB_STAT_STASH_FULL);
-  s.procs_full = sum(JB_STAT_PROCS_FULL);
-  s.scan_full = sum(JB_STAT_SCAN_FULL);
-  s.offcpu_ring_full = sum(JB_STAT_OFFCPU_RING_FULL);
-  s.offcpu_rate_limited = sum(JB_STAT_OFFCPU_RATE);
-  s.timers_map_full = sum(JB_STAT_TIMERS_FULL);
+#define JB_STAT_READ(id, field, meaning) s.field = sum(JB_STAT_##id);
+  JB_STATS(JB_STAT_READ)
+#undef JB_STAT_READ
   return s;
 }
 

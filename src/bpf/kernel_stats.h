@@ -4,23 +4,16 @@
 
 #include <cstdint>
 
+#include "jankbpf/events.h"
+
 namespace jankbpf {
 
-// Counters kept in the kernel, summed over CPUs.
+// The kernel's counters, summed over CPUs: one field per row of JB_STATS
+// (include/jankbpf/events.h, where each is described).
 struct KernelStats {
-  uint64_t tasks = 0;
-  uint64_t ringbuf_drops = 0;       // small records lost: the events ring was full
-  uint64_t threads_map_full = 0;
-  uint64_t timer_failures = 0;
-  uint64_t samples = 0;
-  uint64_t offcpu = 0;
-  uint64_t unseen_switches = 0;
-  uint64_t stash_full = 0;          // off-CPU captures not made: the tid stash was full
-  uint64_t procs_full = 0;          // janked processes whose exit goes unreported: map full
-  uint64_t scan_full = 0;           // tasks the scan watchdog could not follow live
-  uint64_t offcpu_ring_full = 0;    // captures and wakers lost: the captures ring was full
-  uint64_t offcpu_rate_limited = 0; // captures not sent: over --offcpu-rate
-  uint64_t timers_map_full = 0;     // watchdog timers not made: the timers map was full
+#define JB_STAT_FIELD(id, field, meaning) uint64_t field = 0;
+  JB_STATS(JB_STAT_FIELD)
+#undef JB_STAT_FIELD
 };
 
 // Reads the `stats` map (fd); zeros where it cannot.
