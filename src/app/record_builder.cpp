@@ -49,14 +49,14 @@ TaskRecord RecordBuilder::task(const jb_task_event& e) {
   r.app_start_jiffies_time = mono_ns_to_jiffies(e.begin_ns);
   switch (e.boundary) {
     case JB_BOUND_MARKER: {
-      r.boundary = "marker";
+      r.boundary = Boundary::Marker;
       const MarkerInfo* m = markers_ ? markers_->find(e.marker_id) : nullptr;
       r.runnable_name = runnable_name(e.runnable_name, sizeof e.runnable_name, m);
       if (m) r.marker = *m;
       break;
     }
-    case JB_BOUND_AFTER_MARKER: r.boundary = "after_marker"; break;
-    default: r.boundary = "syscall"; break;
+    case JB_BOUND_AFTER_MARKER: r.boundary = Boundary::AfterMarker; break;
+    default: r.boundary = Boundary::Syscall; break;
   }
   r.seen_running = e.flags & JB_TASKF_CROSSED;
   r.unrecovered = e.flags & JB_TASKF_UNRECOVERED;

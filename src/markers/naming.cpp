@@ -22,7 +22,7 @@ bool runtime_internal(const StackFrame& f) {
 }  // namespace
 
 void name_runnable_from_stack(TaskRecord& r) {
-  if (r.boundary != "marker" || !r.marker || r.marker->runtime.empty() || r.marker->type == "usdt")
+  if (r.boundary != Boundary::Marker || !r.marker || r.marker->runtime.empty() || r.marker->type == "usdt")
     return;
   const auto& stack = r.stack;  // leaf first
   // The marker's own frame: the outermost one of its function.

@@ -81,6 +81,14 @@ struct SampledStack {
 
 // A task that reached the threshold: "jank" when it ended, "hang" while it
 // is still stuck after the hang threshold.
+// What bounded a task: a wait's return to the next wait or marker, a
+// marker's span, or a marker's end to the next wait or marker.
+enum class Boundary { Syscall, Marker, AfterMarker };
+// "syscall", "marker", "after_marker": the records' names for them.
+inline const char* boundary_name(Boundary b) {
+  return b == Boundary::Marker ? "marker" : b == Boundary::AfterMarker ? "after_marker" : "syscall";
+}
+
 struct TaskRecord {
   enum class Kind { Jank, Hang } kind = Kind::Jank;
   int64_t time_ms = 0;  // when the record was made, ms since the epoch
@@ -97,10 +105,7 @@ struct TaskRecord {
   // thread waited for a CPU before the task could start (not part of it).
   double delivery_ms = 0;
   std::string wait_syscall;
-  // What bounded the task: "syscall" (a wait's return to the next wait or
-  // marker), "marker" (a marker's span), "after_marker" (a marker's end to
-  // the next wait or marker).
-  std::string boundary = "syscall";
+  Boundary boundary = Boundary::Syscall;
   std::string runnable_name;         // marker tasks: what ran
   std::optional<MarkerInfo> marker;  // marker tasks: which marker
   uint64_t task_seq = 0;      // per-thread task number

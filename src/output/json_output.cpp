@@ -56,10 +56,10 @@ std::string to_json_line(const TaskRecord& r) {
   j["state_ms"] = state_json(r.state);
   j["delivery_ms"] = ms3(r.delivery_ms);
   j["wait_syscall"] = r.wait_syscall;
-  j["boundary"] = r.boundary;
+  j["boundary"] = boundary_name(r.boundary);
   // Marker tasks always name what ran; others when a Python frame did.
-  if (r.boundary == "marker" || !r.runnable_name.empty()) j["runnable_name"] = r.runnable_name;
-  if (r.boundary == "marker") {
+  if (r.boundary == Boundary::Marker || !r.runnable_name.empty()) j["runnable_name"] = r.runnable_name;
+  if (r.boundary == Boundary::Marker) {
     if (r.marker) {
       Json m{{"type", r.marker->type}, {"binary", r.marker->binary}, {"probe", r.marker->probe}};
       if (!r.marker->runtime.empty()) m["runtime"] = r.marker->runtime;

@@ -34,7 +34,7 @@ Json task_json(const TaskEntry& e, bool has_jank) {
   t["state"] = {r.state.running_ms, r.state.runnable_ms, r.state.sleeping_ms, r.state.blocked_io_ms};
   t["delivery"] = r.delivery_ms;
   t["wait"] = r.wait_syscall;
-  t["boundary"] = r.boundary;
+  t["boundary"] = boundary_name(r.boundary);
   t["runnable"] = r.runnable_name;
   t["seq"] = r.task_seq;
   t["logs"] = r.external_log;

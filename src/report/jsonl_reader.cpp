@@ -80,7 +80,8 @@ bool task_from_json(const std::string& line, TaskRecord* rec, std::string* error
   }
   r.delivery_ms = get<double>(j, "delivery_ms", 0);
   r.wait_syscall = get<std::string>(j, "wait_syscall", "");
-  r.boundary = get<std::string>(j, "boundary", "syscall");
+  const std::string boundary = get<std::string>(j, "boundary", "syscall");
+  r.boundary = boundary == "marker" ? Boundary::Marker : boundary == "after_marker" ? Boundary::AfterMarker : Boundary::Syscall;
   r.runnable_name = get<std::string>(j, "runnable_name", "");
   r.proc.cgroup = get<std::string>(j, "cgroup", "");
   r.app_start_jiffies_time = get<int64_t>(j, "app_start_jiffies_time", 0);

@@ -289,7 +289,7 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
     annotate(args, "blocked_io_ms", r.state.blocked_io_ms);
     annotate(args, "delivery_ms", r.delivery_ms);
     annotate(args, "wait_syscall", r.wait_syscall);
-    annotate(args, "boundary", r.boundary);
+    annotate(args, "boundary", boundary_name(r.boundary));
     if (!r.runnable_name.empty()) annotate(args, "runnable_name", r.runnable_name);
     annotate_int(args, "task_seq", static_cast<int64_t>(r.task_seq));
     annotate_int(args, "samples", r.samples);

@@ -73,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   t.proc.container_id = str();
   t.thread_name = str();
   t.wait_syscall = str();
-  t.boundary = in.ConsumeBool() ? "marker" : str();
+  t.boundary = static_cast<Boundary>(in.ConsumeIntegralInRange(0, 2));
   t.runnable_name = str();
   if (in.ConsumeBool()) t.marker = MarkerInfo{1, str(), str(), str(), str(), str()};
   t.external_log = {str(), str()};

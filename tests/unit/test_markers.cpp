@@ -256,7 +256,7 @@ StackFrame frame(const char* symbol, int module, bool jit = false, const char* f
 
 TaskRecord runtime_task(const char* runtime, const char* marker_name) {
   TaskRecord r;
-  r.boundary = "marker";
+  r.boundary = Boundary::Marker;
   MarkerInfo m;
   m.type = "uprobe";
   m.runtime = runtime;

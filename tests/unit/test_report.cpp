@@ -287,7 +287,7 @@ TEST_CASE("records read back from their JSON line", "[report]") {
   r.state.sleeping_ms = 150;
   r.wait_syscall = "epoll_wait";
   r.runnable_name = "cb";
-  r.boundary = "marker";
+  r.boundary = Boundary::Marker;
   OffCpuInfo o;
   o.state = "sleeping";
   o.duration_ms = 12;
