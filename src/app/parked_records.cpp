@@ -18,7 +18,7 @@ void apply_trace(TaskRecord& rec, PendingTrace& t, bool done) {
   rec.log_over_limit |= t.over_limit;
   if (!t.error.empty()) rec.log_error = t.error;
   if (!t.note.empty()) rec.trace_note = t.note;
-  if (!t.suppressed.empty()) rec.suppressed += (rec.suppressed.empty() ? "" : ",") + t.suppressed;
+  if (t.suppressed != Suppressed::None) rec.suppressed.push_back(t.suppressed);
 }
 
 bool ParkedRecords::holds(pid_t pid) const {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "model/suppressed.h"
+
 namespace jankbpf {
 
 struct PendingTrace {
@@ -15,7 +17,8 @@ struct PendingTrace {
   bool done = false;
   std::vector<std::string> paths;
   bool over_limit = false;
-  std::string error, note, suppressed;
+  std::string error, note;
+  Suppressed suppressed = Suppressed::None;  // the trace quota held it back
   std::function<void()> on_done;  // set by the reporter while a record waits
 
   // Marks it done and wakes whoever waits (outside the lock).

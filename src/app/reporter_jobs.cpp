@@ -202,7 +202,7 @@ void Reporter::handle(TaskJob& j) {
                static_cast<unsigned long long>(ctx.seq), fp.c_str());
     why = quota_->take_stack(key, fp, taken_ms);
     if (why != Suppressed::None) {
-      rec.suppressed = std::string(suppressed_name(why));
+      rec.suppressed.push_back(why);
     } else {
       std::string text = "# jankbpf stack log: pid " + std::to_string(rec.proc.pid) + " tid " +
                          std::to_string(rec.tid) + " (" + log::escape_control(rec.proc.bundle_name) + ") task of " +

@@ -56,7 +56,7 @@ void TraceKeeper::on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_s
   }
   const Suppressed why = reporter_.quota().take_trace(ProcessKey{pid, proc_start_ns}, monotonic_ns() / 1'000'000);
   if (why != Suppressed::None) {
-    pending->suppressed = std::string(suppressed_name(why));
+    pending->suppressed = why;
     pending->finish();
     return;
   }

@@ -22,16 +22,6 @@ bool inside(int64_t t, int64_t window, int64_t now_ms) { return now_ms - t < win
 
 }  // namespace
 
-std::string_view suppressed_name(Suppressed s) {
-  switch (s) {
-    case Suppressed::None: return "";
-    case Suppressed::StackQuota: return "stack_quota";
-    case Suppressed::TraceQuota: return "trace_quota";
-    case Suppressed::DuplicateStack: return "duplicate_stack";
-  }
-  return "";
-}
-
 ReportQuota::ReportQuota(QuotaPolicy policy) : policy_(policy) {}
 
 int ReportQuota::in_window(const std::vector<int64_t>& times, int64_t window, int64_t now_ms) {

@@ -23,17 +23,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/suppressed.h"
+
 namespace jankbpf {
 
-enum class Suppressed {
-  None,            // allowed (and, for take_*, counted)
-  StackQuota,      // "stack_quota": report_times_per_app used up in the window
-  TraceQuota,      // "trace_quota": the day's trace already taken
-  DuplicateStack,  // "duplicate_stack": same heaviest path already reported
-};
-
-// The record's `suppressed` value: "" for None.
-std::string_view suppressed_name(Suppressed s);
 
 struct QuotaPolicy {
   static constexpr int64_t kHourMs = 3600LL * 1000;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/marker_info.h"
+#include "model/suppressed.h"
 
 namespace jankbpf {
 
@@ -116,7 +117,7 @@ struct TaskRecord {
   std::vector<std::string> external_log;
   bool log_over_limit = false;
   std::string log_error;   // why a log could not be written (I/O), "" if fine
-  std::string suppressed;  // why no new log, comma-separated: stack_quota, trace_quota, duplicate_stack
+  std::vector<Suppressed> suppressed;  // why no new log (none: logs were written or tried)
   std::string trace_note;  // e.g. saved as text because trace-cmd is missing
   // Stacks.
   std::string heaviest_stack;  // most-sampled path, leaf first

@@ -78,7 +78,7 @@ std::string to_json_line(const TaskRecord& r) {
   j["external_log"] = r.external_log;
   j["log_over_limit"] = r.log_over_limit;
   if (!r.log_error.empty()) j["log_error"] = r.log_error;
-  if (!r.suppressed.empty()) j["suppressed"] = r.suppressed;
+  if (!r.suppressed.empty()) j["suppressed"] = suppressed_text(r.suppressed);
   if (!r.trace_note.empty()) j["trace_note"] = r.trace_note;
   j["heaviest_stack"] = r.heaviest_stack;
   j["samples"] = r.samples;

@@ -38,7 +38,7 @@ Json task_json(const TaskEntry& e, bool has_jank) {
   t["runnable"] = r.runnable_name;
   t["seq"] = r.task_seq;
   t["logs"] = r.external_log;
-  t["suppressed"] = r.suppressed;
+  t["suppressed"] = suppressed_text(r.suppressed);
   // Samples merged per stack: the page needs counts, not times.
   std::unordered_map<uint32_t, uint64_t> n;
   std::vector<uint32_t> order;

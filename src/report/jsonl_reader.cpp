@@ -91,7 +91,7 @@ bool task_from_json(const std::string& line, TaskRecord* rec, std::string* error
   r.unrecovered = get<bool>(j, "unrecovered", false);
   r.external_log = strings(j, "external_log");
   r.log_over_limit = get<bool>(j, "log_over_limit", false);
-  r.suppressed = get<std::string>(j, "suppressed", "");
+  r.suppressed = parse_suppressed(get<std::string>(j, "suppressed", ""));
   r.heaviest_stack = get<std::string>(j, "heaviest_stack", "");
   r.samples = get<uint32_t>(j, "samples", 0);
   if (auto o = j.find("off_cpu"); o != j.end() && o->is_array()) {

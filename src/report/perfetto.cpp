@@ -294,7 +294,7 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
     annotate_int(args, "task_seq", static_cast<int64_t>(r.task_seq));
     annotate_int(args, "samples", r.samples);
     for (const auto& p : r.external_log) annotate(args, p.ends_with(".dat") ? "trace" : "stack_log", p);
-    if (!r.suppressed.empty()) annotate(args, "suppressed", r.suppressed);
+    if (!r.suppressed.empty()) annotate(args, "suppressed", suppressed_text(r.suppressed));
     // The most-sampled stack rides on the slice itself.
     if (!t.samples.empty()) {
       std::map<uint32_t, uint64_t> n;

@@ -78,7 +78,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (in.ConsumeBool()) t.marker = MarkerInfo{1, str(), str(), str(), str(), str()};
   t.external_log = {str(), str()};
   t.log_error = str();
-  t.suppressed = str();
+  for (int i = in.ConsumeIntegralInRange(0, 3); i > 0; --i)
+    t.suppressed.push_back(static_cast<Suppressed>(in.ConsumeIntegralInRange(0, 3)));
   t.trace_note = str();
   t.heaviest_stack = str();
   t.duration_ms = in.ConsumeFloatingPoint<double>();
