@@ -12,7 +12,6 @@
 #include <condition_variable>
 #include <mutex>
 #include <cerrno>
-#include <cstdarg>
 #include <cstring>
 #include <string>
 #include <system_error>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "arch/arch.h"
+#include "bpf/libbpf_log.h"
 #include "bpf/test_seams.h"
 #include "jank.skel.h"
 #include "jankbpf/events.h"
@@ -30,27 +30,6 @@
 
 namespace jankbpf {
 namespace {
-
-// libbpf's messages go to the debug log; the last warnings are kept so a
-// failed load can say why without -v.
-std::string g_libbpf_last;
-
-int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list ap) {
-  char buf[1024];
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  if (level != LIBBPF_DEBUG) {
-    g_libbpf_last += buf;
-    if (g_libbpf_last.size() > 4096) g_libbpf_last.erase(0, g_libbpf_last.size() - 4096);
-  }
-  if (log::enabled(log::Level::Debug) || (level == LIBBPF_WARN && log::enabled(log::Level::Info))) {
-    std::string line(buf);
-    while (!line.empty() && line.back() == '\n') line.pop_back();
-    log::debug("libbpf: %s", line.c_str());
-  }
-  return 0;
-}
-
-std::string last_libbpf_line();
 
 struct BtfDeleter {
   void operator()(btf* b) const { btf__free(b); }
@@ -225,7 +204,7 @@ Detector::~Detector() {
 
 std::unique_ptr<Detector> Detector::start(const DetectorConfig& cfg, RecordHandler handler,
                                           FeatureSet* features, std::string* error) {
-  libbpf_set_print(libbpf_print);
+  capture_libbpf_log();
   std::unique_ptr<Detector> d(new Detector());
   d->handler_ = std::move(handler);
   // Parsed once here (libbpf parses it again for CO-RE): ~10 ms of start-up.
@@ -241,7 +220,7 @@ std::unique_ptr<Detector> Detector::start(const DetectorConfig& cfg, RecordHandl
 }
 
 bool Detector::probe(const DetectorConfig& cfg, FeatureSet* features, std::string* error) {
-  libbpf_set_print(libbpf_print);
+  capture_libbpf_log();
   Detector d;
   std::unique_ptr<btf, BtfDeleter> vmlinux(btf__load_vmlinux_btf());
   return d.load_best(cfg, probe_trampolines(cfg, vmlinux.get(), features), vmlinux.get(), features, error);
@@ -321,7 +300,7 @@ bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const btf*
 
 bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const btf* vmlinux, std::string* error) {
   skel_.reset();
-  g_libbpf_last.clear();
+  clear_libbpf_log();
   skel_.reset(jank_bpf__open());
   if (!skel_) {
     *error = std::string("cannot open the BPF object: ") + strerror(errno);
@@ -449,56 +428,6 @@ bool Detector::attach_scan_tick(std::string* error) {
   }
   *error = std::string("cannot open the cpu-clock event for the scan watchdog: ") + strerror(errno);
   return false;
-}
-
-namespace {
-std::string last_libbpf_line() {
-  std::string why = g_libbpf_last;
-  while (!why.empty() && why.back() == '\n') why.pop_back();
-  auto nl = why.rfind('\n');
-  if (nl != std::string::npos) why = why.substr(nl + 1);
-  return why;
-}
-}  // namespace
-
-bool Detector::attach_uprobe(const std::string& binary, uint64_t offset, bool retprobe, bool begin,
-                             uint64_t cookie, std::string* error, uint64_t* id) {
-  if (!markers_) {
-    *error = "marker programs not loaded";
-    return false;
-  }
-  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie, .retprobe = retprobe);
-  g_libbpf_last.clear();
-  bpf_link* link = bpf_program__attach_uprobe_opts(
-      begin ? skel_->progs.jb_mark_begin : skel_->progs.jb_mark_end, -1, binary.c_str(),
-      static_cast<size_t>(offset), &opts);
-  return keep_marker_link(link, error, id);
-}
-
-// A marker probe's link is kept until released or exit; a failed attach
-// says why (errno, and libbpf's last message).
-bool Detector::keep_marker_link(bpf_link* link, std::string* error, uint64_t* id) {
-  if (!link) {
-    int err = errno;
-    std::string why = last_libbpf_line();
-    *error = std::string(strerror(err)) + (why.empty() ? "" : " (" + why + ")");
-    return false;
-  }
-  if (uint64_t kept = marker_links_.keep(link); id) *id = kept;
-  return true;
-}
-
-bool Detector::attach_usdt(const std::string& binary, const std::string& provider,
-                           const std::string& name, bool begin, uint64_t cookie, std::string* error, uint64_t* id) {
-  if (!markers_) {
-    *error = "marker programs not loaded";
-    return false;
-  }
-  LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = cookie);
-  g_libbpf_last.clear();
-  bpf_link* link = bpf_program__attach_usdt(begin ? skel_->progs.jb_usdt_begin : skel_->progs.jb_usdt_end,
-                                            -1, binary.c_str(), provider.c_str(), name.c_str(), &opts);
-  return keep_marker_link(link, error, id);
 }
 
 int Detector::ready_fd() const { return ring_buffer__epoll_fd(rb_.get()); }
