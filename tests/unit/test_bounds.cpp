@@ -9,6 +9,7 @@
 #include <string>
 
 #include "app/trace_keeper.h"
+#include "outputs.h"
 #include "logs/quota.h"
 #include "stack/resolver.h"
 
@@ -17,11 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct NullOutput : Output {
-  void emit(const TaskRecord&) override {}
-  void emit(const ExitRecord&) override {}
-  void emit(const SummaryRecord&) override {}
-};
+using test::NullOutput;
 
 std::string temp_dir() {
   char tmpl[] = "/tmp/jankbpf-bounds-XXXXXX";

@@ -11,22 +11,15 @@
 #include <vector>
 
 #include "app/reporter.h"
+#include "outputs.h"
 
 using namespace jankbpf;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct CollectOutput : Output {
-  std::mutex mu;
-  std::vector<TaskRecord> tasks;
-  void emit(const TaskRecord& r) override {
-    std::lock_guard lk(mu);
-    tasks.push_back(r);
-  }
-  void emit(const ExitRecord&) override {}
-  void emit(const SummaryRecord&) override {}
-};
+using test::CollectOutput;
+using test::StuckOutput;
 
 ReporterConfig config(const std::string& dir) {
   ReporterConfig rc;
@@ -39,14 +32,7 @@ ReporterConfig config(const std::string& dir) {
 TEST_CASE("reporter: a stuck job does not hold up the stop past its budget", "[reporter]") {
   char tmpl[] = "/tmp/jankbpf-reporter-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
-  // A sink stuck in its write (a stalled pipe reader, a hung mount).
-  struct StuckOutput : CollectOutput {
-    std::mutex gate;
-    void emit(const TaskRecord& r) override {
-      std::lock_guard hold(gate);
-      CollectOutput::emit(r);
-    }
-  } out;
+  StuckOutput out;  // a sink stuck in its write (a stalled pipe reader, a hung mount)
   {
     std::unique_lock hold(out.gate);
     Reporter r(config(dir + "/logs"), out);
@@ -201,13 +187,7 @@ TEST_CASE("reporter: stacks of threads never reported are bounded and evictions 
 TEST_CASE("reporter: records queued behind a blocked output are bounded and counted", "[reporter]") {
   char tmpl[] = "/tmp/jankbpf-reporter-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
-  struct StuckOutput : CollectOutput {
-    std::mutex gate;
-    void emit(const TaskRecord& r) override {
-      std::lock_guard hold(gate);
-      CollectOutput::emit(r);
-    }
-  } out;
+  StuckOutput out;
   const size_t n = 70000;
   size_t written = 0;
   uint64_t dropped = 0;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "app/trace_keeper.h"
+#include "outputs.h"
 #include "skip.h"
 #include "trace/ftrace_instance.h"
 #include "util/tracefs.h"
@@ -19,10 +20,26 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct NullOutput : Output {
-  void emit(const TaskRecord&) override {}
-  void emit(const ExitRecord&) override {}
-  void emit(const SummaryRecord&) override {}
+using test::NullOutput;
+
+// A temp dir and a Reporter writing its logs there: what a TraceKeeper needs.
+struct Rig {
+  std::string dir = make_dir();
+  NullOutput out;
+  Reporter reporter{config(dir), out};
+  ~Rig() {
+    reporter.finish();
+    fs::remove_all(dir);
+  }
+  static std::string make_dir() {
+    char tmpl[] = "/tmp/jankbpf-keeper-XXXXXX";
+    return ::mkdtemp(tmpl);
+  }
+  static ReporterConfig config(const std::string& dir) {
+    ReporterConfig rc;
+    rc.log_dir = dir + "/logs";
+    return rc;
+  }
 };
 
 }  // namespace
@@ -30,12 +47,8 @@ struct NullOutput : Output {
 TEST_CASE("trace keeper: a capture trace-cmd cannot make ends at once and re-arms", "[trace]") {
   std::string err;
   SKIP_UNLESS(geteuid() == 0 && !tracefs::root(&err).empty(), "needs root and tracefs: " << err);
-  char tmpl[] = "/tmp/jankbpf-keeper-XXXXXX";
-  std::string dir = ::mkdtemp(tmpl);
-  NullOutput out;
-  ReporterConfig rc;
-  rc.log_dir = dir + "/logs";
-  Reporter reporter(rc, out);
+  Rig rig;
+  const std::string& dir = rig.dir;
   CaptureOptions o;
   std::string expect;
   SECTION("trace-cmd missing: the text trace, with a note") {
@@ -46,7 +59,7 @@ TEST_CASE("trace keeper: a capture trace-cmd cannot make ends at once and re-arm
     o.temp_base = dir + "/missing";
     expect = "cannot make a private temp dir";
   }
-  TraceKeeper keeper(reporter, o);
+  TraceKeeper keeper(rig.reporter, o);
   REQUIRE(keeper.start(&err));
   for (pid_t pid : {4001, 4002}) {  // the second proves the instance is free again
     keeper.on_trigger(pid, pid, 7, 1);
@@ -62,18 +75,13 @@ TEST_CASE("trace keeper: a capture trace-cmd cannot make ends at once and re-arm
     }
     CHECK(keeper.capture_fd() < 0);
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("trace keeper: a stop cuts a slow trace-cmd short and saves the text trace", "[trace]") {
   std::string err;
   SKIP_UNLESS(geteuid() == 0 && !tracefs::root(&err).empty(), "needs root and tracefs: " << err);
-  char tmpl[] = "/tmp/jankbpf-keeper-XXXXXX";
-  std::string dir = ::mkdtemp(tmpl);
-  NullOutput out;
-  ReporterConfig rc;
-  rc.log_dir = dir + "/logs";
-  Reporter reporter(rc, out);
+  Rig rig;
+  const std::string& dir = rig.dir;
   // A trace-cmd that never finishes (a full buffer on a loaded machine,
   // a hung disk): stopping must not wait its 30 s timeout.
   CaptureOptions o;
@@ -83,7 +91,7 @@ TEST_CASE("trace keeper: a stop cuts a slow trace-cmd short and saves the text t
     f << "#!/bin/sh\nexec sleep 30\n";
   }
   fs::permissions(o.trace_cmd, fs::perms::owner_all);
-  TraceKeeper keeper(reporter, o);
+  TraceKeeper keeper(rig.reporter, o);
   REQUIRE(keeper.start(&err));
   keeper.on_trigger(4101, 4101, 3, 1);
   keeper.on_deadline();  // the save deadline: trace-cmd starts
@@ -99,5 +107,4 @@ TEST_CASE("trace keeper: a stop cuts a slow trace-cmd short and saves the text t
   INFO("note: " << p->note << " error: " << p->error);
   CHECK(p->note.find("jankbpf was stopping") != std::string::npos);
   CHECK(p->paths.size() == 1);  // the text trace
-  fs::remove_all(dir);
 }
