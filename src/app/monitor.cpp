@@ -213,9 +213,9 @@ bool Monitor::start_detector() {
       return false;
     }
   if (metrics_)
-    metrics_->set_live([d = detector_.get()] {
+    metrics_->set_live([d = detector_.get(), r = reporter_.get()] {
       auto ks = d->kernel_stats();
-      return MetricsLive{ks.ringbuf_drops, ks.tasks};
+      return MetricsLive{ks.ringbuf_drops, ks.tasks, r->stats().records_dropped};
     });
   if (!attach_markers()) return false;
   if (!epoll_add(epoll_.get(), detector_->ready_fd(), kTagRing) ||

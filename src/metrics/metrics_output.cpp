@@ -115,6 +115,7 @@ void MetricsOutput::emit(const SummaryRecord& r) {
   std::lock_guard lock(mu_);
   final_.lost_events = r.lost_events;
   final_.tasks_checked = r.tasks_checked;
+  final_.records_dropped = r.records_dropped;
   have_final_ = true;
 }
 
@@ -154,6 +155,9 @@ std::string MetricsOutput::render() {
 
   family(out, "jankbpf_lost_events_total", "counter", "Kernel records (janks, hangs, exits) lost because the events ring was full.");
   out += "jankbpf_lost_events_total " + std::to_string(live.lost_events) + "\n";
+  family(out, "jankbpf_records_dropped_total", "counter",
+         "Jank, hang and exit records dropped because 65,536 jobs already waited for an output that could not be written.");
+  out += "jankbpf_records_dropped_total " + std::to_string(live.records_dropped) + "\n";
   family(out, "jankbpf_tasks_checked_total", "counter", "Tasks that ended on a watched thread, long or not (counted in the kernel).");
   out += "jankbpf_tasks_checked_total " + std::to_string(live.tasks_checked) + "\n";
   family(out, "jankbpf_label_sets", "gauge", "Label sets (comm, exe, container_id) with series of their own, \"other\" included.");

@@ -25,6 +25,7 @@ namespace jankbpf {
 struct MetricsLive {
   uint64_t lost_events = 0;    // ring-buffer reservations that failed
   uint64_t tasks_checked = 0;  // every task that ended on a watched thread
+  uint64_t records_dropped = 0;  // records the reporter dropped: its queue over its bound
 };
 
 class MetricsOutput final : public Output {

@@ -91,7 +91,7 @@ TEST_CASE("metrics count janks, hangs and blocked time per comm, exe, container"
   hang.kind = TaskRecord::Kind::Hang;
   m.emit(hang);
   m.emit(jank("node", 1500, "abc123"));
-  m.set_live([] { return MetricsLive{7, 99}; });
+  m.set_live([] { return MetricsLive{7, 99, 3}; });
   std::string t = m.render();
   const std::string redis = R"({comm="redis-server",exe="/usr/bin/redis-server",container_id=""})";
   const std::string node = R"({comm="node",exe="/usr/bin/node",container_id="abc123"})";
@@ -108,6 +108,7 @@ TEST_CASE("metrics count janks, hangs and blocked time per comm, exe, container"
   CHECK(sample(t, "jankbpf_jank_duration_seconds_count" + redis) == "2");
   CHECK(sample(t, "jankbpf_lost_events_total") == "7");
   CHECK(sample(t, "jankbpf_tasks_checked_total") == "99");
+  CHECK(sample(t, "jankbpf_records_dropped_total") == "3");
   CHECK(t.find("pid=") == std::string::npos);
   CHECK(t.find("# TYPE jankbpf_jank_duration_seconds histogram") != std::string::npos);
   CHECK(t.find("jankbpf_cpu_seconds_total{mode=\"user\"}") != std::string::npos);
@@ -132,10 +133,12 @@ TEST_CASE("label values are escaped; the summary freezes live counters", "[metri
   SummaryRecord s;
   s.lost_events = 5;
   s.tasks_checked = 6;
+  s.records_dropped = 4;
   m.emit(s);
   std::string t = m.render();
   CHECK(t.find(R"(comm="we\"ird\\na\nme")") != std::string::npos);
   CHECK(sample(t, "jankbpf_lost_events_total") == "5");
+  CHECK(sample(t, "jankbpf_records_dropped_total") == "4");
 }
 
 TEST_CASE("the HTTP answer: /metrics, HEAD, 404, 405, 400", "[metrics]") {
