@@ -34,6 +34,13 @@ uint64_t thread_uuid(int64_t pid, int64_t tid) {
   return kThreadUuidBase ^ (static_cast<uint64_t>(pid) << 24) ^ static_cast<uint64_t>(tid);
 }
 
+// A waker's track: its thread's; the idle task's per tid; one track for
+// every wakeup from an interrupt (the task it landed on did not wake anyone).
+uint64_t waker_uuid(const WakerInfo& w) {
+  if (w.in_interrupt) return kOtherUuidBase | 0xffffffffull;
+  return w.pid ? thread_uuid(w.pid, w.tid) : kOtherUuidBase | static_cast<uint64_t>(w.tid);
+}
+
 class Packets {
  public:
   void add(const ProtoWriter& packet) { out_.message(1, packet); }  // Trace.packet = 1
@@ -262,9 +269,10 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
     if (tracks.insert(tuuid).second) track(out, tuuid, r.thread_name, r.proc.pid, r.tid);
     for (const auto& o : r.off_cpu) {
       if (!o.has_waker) continue;
-      uint64_t wuuid = o.waker.pid ? thread_uuid(o.waker.pid, o.waker.tid) : kOtherUuidBase | o.waker.tid;
+      uint64_t wuuid = waker_uuid(o.waker);
       if (!tracks.insert(wuuid).second) continue;
-      if (o.waker.pid) track(out, wuuid, o.waker.comm, o.waker.pid, o.waker.tid);
+      if (o.waker.in_interrupt) track(out, wuuid, "interrupts (timers, devices)", 0, 0);
+      else if (o.waker.pid) track(out, wuuid, o.waker.comm, o.waker.pid, o.waker.tid);
       else track(out, wuuid, "waker " + o.waker.comm + " (idle task)", 0, 0);
     }
   }
@@ -326,13 +334,14 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
       event(out, from, te::kSliceBegin, uuid, "off-CPU: " + o->state, std::move(oa));
       event(out, to, te::kSliceEnd, uuid, "");
       if (o->has_waker && o->woken_ns <= end) {
-        uint64_t wuuid = o->waker.pid ? thread_uuid(o->waker.pid, o->waker.tid) : kOtherUuidBase | o->waker.tid;
+        uint64_t wuuid = waker_uuid(o->waker);
         ProtoWriter f1, f2;
         f1.fixed64(te::kFlowIds, flow);
         event(out, o->woken_ns, te::kInstant, wuuid, "wakes " + r.thread_name + " (tid " + std::to_string(r.tid) + ")",
               std::move(f1));
         f2.fixed64(te::kTerminatingFlowIds, flow);
-        event(out, o->woken_ns, te::kInstant, uuid, "woken by " + o->waker.comm, std::move(f2));
+        event(out, o->woken_ns, te::kInstant, uuid,
+              o->waker.in_interrupt ? std::string("woken by an interrupt") : "woken by " + o->waker.comm, std::move(f2));
         flow++;
       }
       last = to;

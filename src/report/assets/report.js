@@ -201,7 +201,8 @@
         const tr = el("tr");
         tr.append(el("td", {}, o.state), el("td", {}, o.dur ? ms(o.dur) : "not woken"),
           el("td", { class: "stack" }, o.kstack.slice(0, 8).join("\n")),
-          el("td", {}, o.waker ? o.waker.comm + " (pid " + o.waker.pid + ", tid " + o.waker.tid + ")" : "—"),
+          el("td", {}, !o.waker ? "—" : o.waker.irq ? "an interrupt (on " + o.waker.comm + ")"
+                                     : o.waker.comm + " (pid " + o.waker.pid + ", tid " + o.waker.tid + ")"),
           el("td", { class: "stack" }, o.waker ? o.waker.ustack.slice(0, 6).concat(o.waker.kstack.slice(0, 4)).join("\n") : ""));
         tb.appendChild(tr);
       }
