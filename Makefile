@@ -195,7 +195,7 @@ FUZZ_SRCS_fuzz_marker_spec := markers/marker_spec
 # wait_state_name() lives in the resolver, which brings the stack library.
 FUZZ_SRCS_fuzz_stack_tree := $(patsubst src/%.cpp,%,$(filter src/stack/%.cpp src/util/%.cpp src/arch/%.cpp src/elf/%.cpp,$(SRCS)))
 FUZZ_LIBS_fuzz_stack_tree := -lelf -ldw -lz -lpthread
-FUZZ_SRCS_fuzz_json_sink := output/json_output util/safe_open
+FUZZ_SRCS_fuzz_json_sink := output/json_output util/safe_open util/clock
 FUZZ_SRCS_fuzz_python_frames := runtime/python_frames runtime/python_layout
 
 $(FUZZ_OUT)/obj/%.o: src/%.cpp

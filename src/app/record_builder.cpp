@@ -17,19 +17,19 @@ TaskRecord RecordBuilder::task(const jb_task_event& e) {
   r.time_ms = clock_.now_ms();
   r.proc.pid = static_cast<pid_t>(e.hdr.pid);
   r.proc.uid = e.uid;
-  r.proc.bundle_name = kernel_string(e.proc_comm, sizeof e.proc_comm);
+  r.proc.name = kernel_string(e.proc_comm, sizeof e.proc_comm);
   r.tid = static_cast<pid_t>(e.hdr.tid);
   r.thread_name = kernel_string(e.comm, sizeof e.comm);
   // Records made by the watchdog (hang) run outside the thread: ask /proc.
-  if (r.proc.bundle_name.empty()) r.proc.bundle_name = read_comm(r.proc.pid);
-  if (r.thread_name.empty() && r.tid == r.proc.pid) r.thread_name = r.proc.bundle_name;
+  if (r.proc.name.empty()) r.proc.name = read_comm(r.proc.pid);
+  if (r.thread_name.empty() && r.tid == r.proc.pid) r.thread_name = r.proc.name;
   if (e.hdr.type != JB_EV_TASK_END) {
     long uid = read_uid(r.proc.pid);
     if (uid >= 0) r.proc.uid = static_cast<uint32_t>(uid);
   }
   auto exe = exes_.lookup(r.proc.pid);
   r.proc.exe = exe.path;
-  r.proc.bundle_version = exe.build_id;
+  r.proc.build_id = exe.build_id;
   r.proc.cgroup = read_cgroup(r.proc.pid);
   r.proc.container_id = container_id_from_cgroup(r.proc.cgroup);
 
@@ -46,7 +46,6 @@ TaskRecord RecordBuilder::task(const jb_task_event& e) {
   std::string_view name = wait_name(e.wait_syscall);
   r.wait_syscall = name.empty() ? "wait_" + std::to_string(e.wait_syscall) : std::string(name);
   r.task_seq = e.seq;
-  r.app_start_jiffies_time = mono_ns_to_jiffies(e.begin_ns);
   switch (e.boundary) {
     case JB_BOUND_MARKER: {
       r.boundary = Boundary::Marker;
@@ -67,7 +66,7 @@ ExitRecord RecordBuilder::exit(const jb_exit_event& e) {
   ExitRecord r;
   r.time_ms = clock_.epoch_ms(e.hdr.time_ns);
   r.pid = static_cast<pid_t>(e.hdr.pid);
-  r.bundle_name = kernel_string(e.comm, sizeof e.comm);
+  r.name = kernel_string(e.comm, sizeof e.comm);
   // The kernel's exit_code: status << 8, or the terminating signal.
   int code = e.exit_code;
   r.exit_code = (code & 0x7f) ? 128 + (code & 0x7f) : (code >> 8) & 0xff;

@@ -205,7 +205,7 @@ void Reporter::handle(TaskJob& j) {
       rec.suppressed.push_back(why);
     } else {
       std::string text = "# jankbpf stack log: pid " + std::to_string(rec.proc.pid) + " tid " +
-                         std::to_string(rec.tid) + " (" + log::escape_control(rec.proc.bundle_name) + ") task of " +
+                         std::to_string(rec.tid) + " (" + log::escape_control(rec.proc.name) + ") task of " +
                          std::to_string(rec.duration_ms) + " ms, " + std::to_string(tree.samples()) +
                          " samples\n" + tree.render();
       LogWrite w = logs_->write(LogKind::Stack, rec.proc.pid, text);

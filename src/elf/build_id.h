@@ -1,5 +1,5 @@
 // The GNU build-id of an ELF file: what names a binary version exactly
-// (bundle_version, module tables, debug-file lookup).
+// (the records' bundle_version, module tables, debug-file lookup).
 #pragma once
 
 #include <libelf.h>

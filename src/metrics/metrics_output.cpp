@@ -75,7 +75,7 @@ void MetricsOutput::set_live(std::function<MetricsLive()> live) {
 }
 
 MetricsOutput::Series& MetricsOutput::series_for(const TaskRecord& r) {
-  Key key{r.proc.bundle_name, r.proc.exe, r.proc.container_id};
+  Key key{r.proc.name, r.proc.exe, r.proc.container_id};
   auto it = series_.find(key);
   if (it == series_.end()) {
     // The "other" series is the one more beyond the cap.

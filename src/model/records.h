@@ -27,8 +27,8 @@ struct StateBreakdown {
 struct ProcessIdentity {
   pid_t pid = 0;
   uint32_t uid = 0;
-  std::string bundle_name;     // process name (group leader comm)
-  std::string bundle_version;  // GNU build-id of the executable, hex
+  std::string name;            // process name (group leader comm); the records' bundle_name
+  std::string build_id;        // GNU build-id of the executable, hex; the records' bundle_version
   std::string exe;             // path of the executable
   std::string cgroup;          // cgroup v2 path
   std::string container_id;    // the container the cgroup path names, "" if none
@@ -110,7 +110,6 @@ struct TaskRecord {
   std::string runnable_name;         // marker tasks: what ran
   std::optional<MarkerInfo> marker;  // marker tasks: which marker
   uint64_t task_seq = 0;      // per-thread task number
-  int64_t app_start_jiffies_time = 0;
   bool seen_running = false;  // the crossing was detected while it ran
   bool unrecovered = false;   // ended by the thread's exit, not by a wait
   // Logs: stack tree file, trace. Paths of the files written for this task.
@@ -131,7 +130,7 @@ struct TaskRecord {
 struct ExitRecord {
   int64_t time_ms = 0;
   pid_t pid = 0;
-  std::string bundle_name;
+  std::string name;     // process name (comm); the record's bundle_name
   int exit_code = 0;    // exit status, or 128 + signal
   bool target = false;  // named on the command line (--pid, --comm, -- CMD)
 };

@@ -12,6 +12,7 @@
 
 #include "output/output.h"
 #include "output/schema_version.h"
+#include "util/clock.h"
 #include "util/safe_open.h"
 
 namespace jankbpf {
@@ -45,8 +46,8 @@ std::string to_json_line(const TaskRecord& r) {
   j["pid"] = r.proc.pid;
   j["tid"] = r.tid;
   j["uid"] = r.proc.uid;
-  j["bundle_name"] = r.proc.bundle_name;
-  j["bundle_version"] = r.proc.bundle_version;
+  j["bundle_name"] = r.proc.name;
+  j["bundle_version"] = r.proc.build_id;
   j["exe"] = r.proc.exe;
   j["thread_name"] = r.thread_name;
   j["begin_time"] = r.begin_time_ms;
@@ -68,7 +69,8 @@ std::string to_json_line(const TaskRecord& r) {
   }
   j["cgroup"] = r.proc.cgroup;
   if (!r.proc.container_id.empty()) j["container_id"] = r.proc.container_id;
-  j["app_start_jiffies_time"] = r.app_start_jiffies_time;
+  // The seed's name and unit for when the task began: jiffies of CLOCK_MONOTONIC.
+  j["app_start_jiffies_time"] = mono_ns_to_jiffies(r.begin_mono_ns);
   j["begin_monotonic_ns"] = r.begin_mono_ns;
   j["task_seq"] = r.task_seq;
   if (jank) {
@@ -118,7 +120,7 @@ std::string to_json_line(const ExitRecord& r) {
   j["type"] = "exit";
   j["time"] = r.time_ms;
   j["pid"] = r.pid;
-  j["bundle_name"] = r.bundle_name;
+  j["bundle_name"] = r.name;
   j["exit_code"] = r.exit_code;
   j["target"] = r.target;
   return line(j);

@@ -35,7 +35,7 @@ struct Block {
 std::string jank_label(const TaskRecord& r) {
   char ms[32];
   std::snprintf(ms, sizeof ms, "%.1f ms", r.duration_ms);
-  return std::string(r.kind == TaskRecord::Kind::Hang ? "hang" : "jank") + " " + r.proc.bundle_name + " pid " +
+  return std::string(r.kind == TaskRecord::Kind::Hang ? "hang" : "jank") + " " + r.proc.name + " pid " +
          std::to_string(r.proc.pid) + " tid " + std::to_string(r.tid) + " #" + std::to_string(r.task_seq) + " " + ms;
 }
 
@@ -60,7 +60,7 @@ std::string render_folded(const Run& run, FoldedBy by) {
       blocks.push_back({jank_label(t.rec), {}, {}});
       b = &blocks.back();
     } else {
-      auto key = std::make_pair(t.rec.proc.pid, t.rec.proc.bundle_name);
+      auto key = std::make_pair(t.rec.proc.pid, t.rec.proc.name);
       auto [it, fresh] = by_process.try_emplace(key, blocks.size());
       if (fresh) blocks.push_back({process_label(t.rec), {}, {}});
       b = &blocks[it->second];

@@ -24,7 +24,7 @@ Json task_json(const TaskEntry& e, bool has_jank) {
   if (has_jank) t["has_jank"] = true;
   t["pid"] = r.proc.pid;
   t["tid"] = r.tid;
-  t["proc"] = r.proc.bundle_name;
+  t["proc"] = r.proc.name;
   t["thread"] = r.thread_name;
   t["exe"] = r.proc.exe;
   t["begin"] = r.begin_time_ms;

@@ -64,8 +64,8 @@ bool task_from_json(const std::string& line, TaskRecord* rec, std::string* error
   r.proc.pid = get<pid_t>(j, "pid", 0);
   r.tid = get<pid_t>(j, "tid", 0);
   r.proc.uid = get<uint32_t>(j, "uid", 0);
-  r.proc.bundle_name = get<std::string>(j, "bundle_name", "");
-  r.proc.bundle_version = get<std::string>(j, "bundle_version", "");
+  r.proc.name = get<std::string>(j, "bundle_name", "");
+  r.proc.build_id = get<std::string>(j, "bundle_version", "");
   r.proc.exe = get<std::string>(j, "exe", "");
   r.thread_name = get<std::string>(j, "thread_name", "");
   r.begin_time_ms = get<int64_t>(j, "begin_time", 0);
@@ -84,7 +84,6 @@ bool task_from_json(const std::string& line, TaskRecord* rec, std::string* error
   r.boundary = boundary == "marker" ? Boundary::Marker : boundary == "after_marker" ? Boundary::AfterMarker : Boundary::Syscall;
   r.runnable_name = get<std::string>(j, "runnable_name", "");
   r.proc.cgroup = get<std::string>(j, "cgroup", "");
-  r.app_start_jiffies_time = get<int64_t>(j, "app_start_jiffies_time", 0);
   r.begin_mono_ns = get<uint64_t>(j, "begin_monotonic_ns", 0);
   r.task_seq = get<uint64_t>(j, "task_seq", 0);
   r.seen_running = get<bool>(j, "seen_running", false);
@@ -132,7 +131,7 @@ Run read_jsonl(std::istream& in, const ReadOptions& opts, ReadStats* stats) {
       ExitRecord e;
       e.time_ms = get<int64_t>(j, "time", 0);
       e.pid = get<pid_t>(j, "pid", 0);
-      e.bundle_name = get<std::string>(j, "bundle_name", "");
+      e.name = get<std::string>(j, "bundle_name", "");
       e.exit_code = get<int>(j, "exit_code", 0);
       e.target = get<bool>(j, "target", false);
       run.exits.push_back(std::move(e));

@@ -264,7 +264,7 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
   for (const auto& t : run.tasks) {
     const auto& r = t.rec;
     uint64_t puuid = kProcessUuidBase ^ static_cast<uint64_t>(r.proc.pid);
-    if (tracks.insert(puuid).second) track(out, puuid, r.proc.bundle_name, r.proc.pid, 0);
+    if (tracks.insert(puuid).second) track(out, puuid, r.proc.name, r.proc.pid, 0);
     uint64_t tuuid = thread_uuid(r.proc.pid, r.tid);
     if (tracks.insert(tuuid).second) track(out, tuuid, r.thread_name, r.proc.pid, r.tid);
     for (const auto& o : r.off_cpu) {

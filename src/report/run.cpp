@@ -39,7 +39,7 @@ void Run::add(TaskRecord rec) {
 }
 
 std::string process_label(const TaskRecord& r) {
-  return (r.proc.bundle_name.empty() ? std::string("?") : r.proc.bundle_name) + " (pid " +
+  return (r.proc.name.empty() ? std::string("?") : r.proc.name) + " (pid " +
          std::to_string(r.proc.pid) + ")";
 }
 

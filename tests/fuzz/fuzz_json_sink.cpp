@@ -66,8 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   TaskRecord t;
   t.kind = in.ConsumeBool() ? TaskRecord::Kind::Jank : TaskRecord::Kind::Hang;
-  t.proc.bundle_name = str();
-  t.proc.bundle_version = str();
+  t.proc.name = str();
+  t.proc.build_id = str();
   t.proc.exe = str();
   t.proc.cgroup = str();
   t.proc.container_id = str();
@@ -108,16 +108,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     t.off_cpu.push_back(std::move(o));
   }
   auto j = parse_line(to_json_line(t));
-  same(j["bundle_name"], t.proc.bundle_name);
+  same(j["bundle_name"], t.proc.name);
   same(j["exe"], t.proc.exe);
   same(j["thread_name"], t.thread_name);
   same(j["heaviest_stack"], t.heaviest_stack);
   if (!t.stack.empty()) same(j["stack"][0]["symbol"], t.stack[0].symbol);
 
   ExitRecord e;
-  e.bundle_name = str();
+  e.name = str();
   e.exit_code = in.ConsumeIntegral<int>();
-  same(parse_line(to_json_line(e))["bundle_name"], e.bundle_name);
+  same(parse_line(to_json_line(e))["bundle_name"], e.name);
 
   SummaryRecord s;
   s.watchdog = str();

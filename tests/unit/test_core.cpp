@@ -120,7 +120,7 @@ TEST_CASE("a jank record renders every documented field", "[output]") {
   TaskRecord r;
   r.time_ms = 1700000000123;
   r.proc.pid = 42;
-  r.proc.bundle_name = "app\xff";  // invalid UTF-8 must not throw
+  r.proc.name = "app\xff";  // invalid UTF-8 must not throw
   r.tid = 42;
   r.begin_time_ms = 1700000000000;
   r.end_time_ms = 1700000000123;

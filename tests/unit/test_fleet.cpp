@@ -32,7 +32,7 @@ ParseOutcome parse(std::vector<std::string> args) {
 TaskRecord jank(const std::string& comm, double ms, const std::string& container = "") {
   TaskRecord r;
   r.proc.pid = 4242;
-  r.proc.bundle_name = comm;
+  r.proc.name = comm;
   r.proc.exe = "/usr/bin/" + comm;
   r.proc.container_id = container;
   r.duration_ms = ms;

@@ -65,7 +65,7 @@ TEST_CASE("control characters from names never reach stderr or a stack log raw",
 
 TEST_CASE("records stay valid JSON with invalid UTF-8 and control characters", "[hardening][output]") {
   TaskRecord r;
-  r.proc.bundle_name = "bad\xff\xfe utf8";
+  r.proc.name = "bad\xff\xfe utf8";
   r.thread_name = "t\n\x01\x1b";
   r.proc.exe = std::string("/x\0y", 4);
   r.heaviest_stack = "\xc3\x28";

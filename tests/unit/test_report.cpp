@@ -50,8 +50,8 @@ TaskRecord task(pid_t pid, std::string name, uint64_t seq, std::vector<SampledSt
   TaskRecord r;
   r.proc.pid = pid;
   r.tid = pid;
-  r.proc.bundle_name = std::move(name);
-  r.thread_name = r.proc.bundle_name;
+  r.proc.name = std::move(name);
+  r.thread_name = r.proc.name;
   r.task_seq = seq;
   r.duration_ms = 200;
   r.begin_mono_ns = 1'000'000'000ULL * seq;
