@@ -13,17 +13,10 @@ void Monitor::emit_summary() {
   s.time_ms = clock_.now_ms();
   s.elapsed_s = static_cast<double>(monotonic_ns() - started_ns_) / 1e9;
   auto ks = detector_->kernel_stats();
-  s.tasks_checked = ks.tasks;
+  s.kernel = ks;
   s.janks = janks_;
   s.hangs = hangs_;
   s.exits = exits_;
-  // Every record a full ring cost, as in 1.0; offcpu_ring_full is the captures' share.
-  s.lost_events = ks.ringbuf_drops + ks.offcpu_ring_full;
-  s.threads_untracked = ks.threads_map_full;
-  s.timer_failures = ks.timer_failures;
-  s.unseen_switches = ks.unseen_switches;
-  s.samples = ks.samples;
-  s.offcpu_captures = ks.offcpu;
   s.samples_lost = sampler_.lost();
   auto rs = reporter_->stats();
   s.samples_dropped = rs.dropped;
@@ -45,12 +38,6 @@ void Monitor::emit_summary() {
   s.state_storage = detector_->state_storage();
   s.hooks = detector_->hooks_name();
   s.features_missing = features_.missing();
-  s.offcpu_stash_full = ks.stash_full;
-  s.procs_untracked = ks.procs_full;
-  s.scan_set_full = ks.scan_full;
-  s.offcpu_ring_full = ks.offcpu_ring_full;
-  s.offcpu_rate_limited = ks.offcpu_rate_limited;
-  s.timers_map_full = ks.timers_map_full;
   s.marker_sites = detector_->marker_links().attached();
   s.marker_sites_released = detector_->marker_links().released();
   s.marker_files_capped = markers_.files().capped_count();

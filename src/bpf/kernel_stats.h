@@ -4,17 +4,11 @@
 
 #include <cstdint>
 
-#include "jankbpf/events.h"
+#include "model/kernel_counters.h"
 
 namespace jankbpf {
 
-// The kernel's counters, summed over CPUs: one field per row of JB_STATS
-// (include/jankbpf/events.h, where each is described).
-struct KernelStats {
-#define JB_STAT_FIELD(id, field, meaning) uint64_t field = 0;
-  JB_STATS(JB_STAT_FIELD)
-#undef JB_STAT_FIELD
-};
+using KernelStats = KernelCounters;
 
 // Reads the `stats` map (fd); zeros where it cannot.
 KernelStats read_kernel_stats(int stats_fd);

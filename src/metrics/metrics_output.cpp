@@ -113,8 +113,8 @@ void MetricsOutput::emit(const TaskRecord& r) {
 
 void MetricsOutput::emit(const SummaryRecord& r) {
   std::lock_guard lock(mu_);
-  final_.lost_events = r.lost_events;
-  final_.tasks_checked = r.tasks_checked;
+  final_.lost_events = r.kernel.ringbuf_drops;  // the events ring's share, as live (MetricsLive)
+  final_.tasks_checked = r.kernel.tasks;
   final_.records_dropped = r.records_dropped;
   have_final_ = true;
 }

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "model/kernel_counters.h"
 #include "model/marker_info.h"
 #include "model/suppressed.h"
 
@@ -155,27 +156,15 @@ struct CacheEvictions {
 struct SummaryRecord {
   int64_t time_ms = 0;
   double elapsed_s = 0;
-  uint64_t tasks_checked = 0;
+  KernelCounters kernel;  // as the BPF side counted them (tasks checked, losses, samples)
   uint64_t janks = 0;
   uint64_t hangs = 0;
   uint64_t exits = 0;
-  uint64_t lost_events = 0;        // ring-buffer reservations that failed, either ring
-  uint64_t threads_untracked = 0;  // threads map full
-  uint64_t timer_failures = 0;
-  uint64_t unseen_switches = 0;  // switch-ins no tracepoint showed, repaired
   std::string watchdog;
   std::string state_storage;                  // per-thread state: "task_storage" or "hash"
   std::string hooks;                          // waits hooked by "trampoline" or "tracepoint"
   std::vector<std::string> features_missing;  // kernel features a fallback replaced (see --check)
-  uint64_t offcpu_stash_full = 0;             // off-CPU captures not made: stash full
-  uint64_t procs_untracked = 0;               // janked processes whose exit is not reported: map full
-  uint64_t scan_set_full = 0;                 // tasks the scan watchdog could not follow live
-  uint64_t offcpu_ring_full = 0;              // off-CPU captures and wakers lost: captures ring full
-  uint64_t offcpu_rate_limited = 0;           // off-CPU captures not taken: over --offcpu-rate
-  uint64_t timers_map_full = 0;               // watchdog timers not made: timers map full
   std::vector<ProgramCost> bpf;  // per-program cost (with kernel.bpf_stats_enabled)
-  uint64_t samples = 0;          // stacks let through by the kernel (on-CPU)
-  uint64_t offcpu_captures = 0;
   uint64_t samples_lost = 0;     // perf ring overflows
   uint64_t samples_dropped = 0;  // dropped by jankbpf (queue over its bound)
   uint64_t stack_logs = 0;       // stack files written

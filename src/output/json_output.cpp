@@ -131,31 +131,34 @@ std::string to_json_line(const SummaryRecord& r) {
   j["type"] = "summary";
   j["time"] = r.time_ms;
   j["schema_version"] = kSchemaVersion;  // of schema/jankbpf-records.schema.json
+  // The kernel's counters under the records' names (1.0's, and 1.1's for
+  // the later ones): this sink is the one place those names are spelled.
+  const KernelCounters& k = r.kernel;
   j["elapsed_s"] = ms3(r.elapsed_s);
-  j["tasks_checked"] = r.tasks_checked;
+  j["tasks_checked"] = k.tasks;
   j["janks"] = r.janks;
   j["hangs"] = r.hangs;
   j["exits"] = r.exits;
-  j["lost_events"] = r.lost_events;
-  j["threads_untracked"] = r.threads_untracked;
-  j["timer_failures"] = r.timer_failures;
-  j["unseen_switches"] = r.unseen_switches;
+  j["lost_events"] = k.lost_events();
+  j["threads_untracked"] = k.threads_map_full;
+  j["timer_failures"] = k.timer_failures;
+  j["unseen_switches"] = k.unseen_switches;
   j["watchdog"] = r.watchdog;
   j["state_storage"] = r.state_storage;
   j["hooks"] = r.hooks;
   j["features_missing"] = r.features_missing;
-  j["offcpu_stash_full"] = r.offcpu_stash_full;
-  j["procs_untracked"] = r.procs_untracked;
-  j["scan_set_full"] = r.scan_set_full;
-  j["offcpu_ring_full"] = r.offcpu_ring_full;
-  j["offcpu_rate_limited"] = r.offcpu_rate_limited;
-  j["timers_map_full"] = r.timers_map_full;
+  j["offcpu_stash_full"] = k.stash_full;
+  j["procs_untracked"] = k.procs_full;
+  j["scan_set_full"] = k.scan_full;
+  j["offcpu_ring_full"] = k.offcpu_ring_full;
+  j["offcpu_rate_limited"] = k.offcpu_rate_limited;
+  j["timers_map_full"] = k.timers_map_full;
   Json bpf = Json::array();
   for (const auto& p : r.bpf)
     bpf.push_back(Json{{"name", p.name}, {"run_cnt", p.run_cnt}, {"run_time_ns", p.run_time_ns}});
   j["bpf"] = bpf;
-  j["samples"] = r.samples;
-  j["offcpu_captures"] = r.offcpu_captures;
+  j["samples"] = k.samples;
+  j["offcpu_captures"] = k.offcpu;
   j["samples_lost"] = r.samples_lost;
   j["samples_dropped"] = r.samples_dropped;
   j["stack_logs"] = r.stack_logs;

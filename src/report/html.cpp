@@ -87,7 +87,7 @@ std::string render_html(const Run& run, bool final, int64_t generated_ms) {
   d["final"] = final;
   d["dropped"] = run.tasks_dropped;
   if (run.summary)
-    d["summary"] = {{"elapsed_s", run.summary->elapsed_s}, {"tasks_checked", run.summary->tasks_checked}};
+    d["summary"] = {{"elapsed_s", run.summary->elapsed_s}, {"tasks_checked", run.summary->kernel.tasks}};
   Json frames = Json::array();
   for (const auto& f : run.table.frames()) frames.push_back({f.name, f.module});
   d["frames"] = std::move(frames);

@@ -142,7 +142,7 @@ Run read_jsonl(std::istream& in, const ReadOptions& opts, ReadStats* stats) {
       SummaryRecord s;
       s.time_ms = get<int64_t>(j, "time", 0);
       s.elapsed_s = get<double>(j, "elapsed_s", 0);
-      s.tasks_checked = get<uint64_t>(j, "tasks_checked", 0);
+      s.kernel.tasks = get<uint64_t>(j, "tasks_checked", 0);
       s.janks = get<uint64_t>(j, "janks", 0);
       s.hangs = get<uint64_t>(j, "hangs", 0);
       run.summary = s;

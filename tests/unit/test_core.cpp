@@ -150,18 +150,28 @@ TEST_CASE("exit and summary records", "[output]") {
   auto j = nlohmann::json::parse(to_json_line(e));
   CHECK(j["type"] == "exit");
   CHECK(j["exit_code"] == 3);
+  // Each kernel counter under its record name; lost_events is both rings'.
   SummaryRecord s;
-  s.lost_events = 5;
-  s.offcpu_ring_full = 6;
-  s.offcpu_rate_limited = 7;
-  s.timers_map_full = 8;
+  uint64_t n = 1;
+#define JB_STAT_SET(id, field, meaning) s.kernel.field = n++;
+  JB_STATS(JB_STAT_SET)
+#undef JB_STAT_SET
   s.bpf.push_back({"p", 1, 2});
   auto k = nlohmann::json::parse(to_json_line(s));
   CHECK(k["type"] == "summary");
-  CHECK(k["lost_events"] == 5);
-  CHECK(k["offcpu_ring_full"] == 6);
-  CHECK(k["offcpu_rate_limited"] == 7);
-  CHECK(k["timers_map_full"] == 8);
+  CHECK(k["tasks_checked"] == s.kernel.tasks);
+  CHECK(k["lost_events"] == s.kernel.ringbuf_drops + s.kernel.offcpu_ring_full);
+  CHECK(k["threads_untracked"] == s.kernel.threads_map_full);
+  CHECK(k["timer_failures"] == s.kernel.timer_failures);
+  CHECK(k["unseen_switches"] == s.kernel.unseen_switches);
+  CHECK(k["samples"] == s.kernel.samples);
+  CHECK(k["offcpu_captures"] == s.kernel.offcpu);
+  CHECK(k["offcpu_stash_full"] == s.kernel.stash_full);
+  CHECK(k["procs_untracked"] == s.kernel.procs_full);
+  CHECK(k["scan_set_full"] == s.kernel.scan_full);
+  CHECK(k["offcpu_ring_full"] == s.kernel.offcpu_ring_full);
+  CHECK(k["offcpu_rate_limited"] == s.kernel.offcpu_rate_limited);
+  CHECK(k["timers_map_full"] == s.kernel.timers_map_full);
   CHECK(k["bpf"][0]["name"] == "p");
 }
 

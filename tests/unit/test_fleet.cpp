@@ -131,8 +131,9 @@ TEST_CASE("label values are escaped; the summary freezes live counters", "[metri
   m.emit(jank("we\"ird\\na\nme", 200));
   m.set_live([] { return MetricsLive{1, 2}; });
   SummaryRecord s;
-  s.lost_events = 5;
-  s.tasks_checked = 6;
+  s.kernel.ringbuf_drops = 5;
+  s.kernel.offcpu_ring_full = 9;  // the captures ring's losses are not this counter's
+  s.kernel.tasks = 6;
   s.records_dropped = 4;
   m.emit(s);
   std::string t = m.render();
