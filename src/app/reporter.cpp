@@ -95,7 +95,7 @@ void Reporter::copy_bounds() {
 }
 
 void Reporter::push(Job job, bool droppable) {
-  bool first_drop = false;
+  uint64_t records_dropped = 0;
   {
     std::lock_guard lk(mu_);
     if (droppable && queue_.size() >= kMaxQueuedSamples) {
@@ -106,18 +106,14 @@ void Reporter::push(Job job, bool droppable) {
     // stopped reading): past the bound they are dropped, counted, rather
     // than held until memory runs out.
     const bool record = std::holds_alternative<TaskJob>(job) || std::holds_alternative<ExitJob>(job);
-    if (record && queue_.size() >= kMaxQueuedJobs) {
-      first_drop = stats_.records_dropped++ == 0;
-      if (!first_drop) return;
-    } else {
+    if (record && queue_.size() >= kMaxQueuedJobs)
+      records_dropped = ++stats_.records_dropped;
+    else
       queue_.push_back(std::move(job));
-    }
   }
-  if (first_drop) {
+  if (records_dropped == 1)
     log::warn("records are being dropped: %zu jobs wait for the output (is its reader stalled?)", kMaxQueuedJobs);
-    return;
-  }
-  cv_.notify_one();
+  if (!records_dropped) cv_.notify_one();
 }
 
 void Reporter::add_perf_sample(std::vector<uint8_t>&& record) {
@@ -214,7 +210,7 @@ void Reporter::run() {
         continue;
       }
       busy_ = kJobNames[job.index()];
-      copy_bounds();  // read under mu_ by stats()
+      evicted_ = impl_->evicted;  // read under mu_ by stats()
     }
     // One job's failure (bad_alloc on a hostile ELF, a parser's exception)
     // costs that job, counted, never the run.

@@ -155,7 +155,9 @@ class Reporter {
   std::condition_variable done_cv_;
   const char* busy_ = "";   // the job the worker is in, for a stuck exit
   uint64_t evicted_ = 0;    // Impl's count, copied under mu_
-  void copy_bounds();       // Impl's eviction counts into stats_ (mu_ held)
+  // Impl's eviction counts into stats_ (mu_ held), once the worker is done:
+  // the resolver's walk every cached module.
+  void copy_bounds();
   ReporterStats stats_;
   std::thread worker_;
 };
