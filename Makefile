@@ -108,7 +108,8 @@ test: deps
 	@# suites one after the other (their timing checks want the CPUs).
 	@# The kernel lane (make kernels) last: Debian 12's 6.1 kernels under
 	@# qemu, about 7 minutes for both arches on the 2-core test VM.
-	@for goal in unit fuzz-smoke e2e package-check arm64-check kernels; do \
+	@# deb-check builds the package (about 75 s) and installs it with dpkg.
+	@for goal in unit fuzz-smoke e2e package-check deb-check arm64-check kernels; do \
 	  $(MAKE) --no-print-directory $$goal || exit 1; done
 
 # Both architectures from day one: the arm64 cross-build must build and its
@@ -164,8 +165,8 @@ deb:
 	scripts/build-deb.sh
 
 # Installs the .deb with dpkg, runs the installed binary, checks the unit
-# is in place and verifies, removes it again. Root. Not in `make test`: the
-# package build compiles everything again (minutes at -j2).
+# is in place and verifies, removes it again. Root. In `make test` after the
+# suites: the package build compiles everything again (about 75 s at -j2).
 deb-check: deb
 	/usr/bin/python3 -m pytest -v -p no:cacheprovider tests/package/test_deb.py
 

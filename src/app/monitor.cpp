@@ -470,7 +470,8 @@ void Monitor::on_task(const jb_task_event& e) {
   ctx.proc_start_ns = e.proc_start_ns;
   const bool hang = e.hdr.type == JB_EV_HANG;
   if (!hang && traces_) ctx.trace = traces_->take(static_cast<pid_t>(e.hdr.tid), e.seq);
-  reporter_->report(builder_.task(e), std::move(ctx));
+  TaskRecord rec = builder_.task(e, ctx.exe);
+  reporter_->report(std::move(rec), std::move(ctx));
   (hang ? hangs_ : janks_)++;
 }
 

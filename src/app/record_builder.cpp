@@ -12,6 +12,13 @@ namespace jankbpf {
 std::string kernel_string(const char* s, size_t max) { return std::string(s, strnlen(s, max)); }
 
 TaskRecord RecordBuilder::task(const jb_task_event& e) {
+  ExeFile exe;
+  TaskRecord r = task(e, exe);
+  r.proc.build_id = exe.build_id();
+  return r;
+}
+
+TaskRecord RecordBuilder::task(const jb_task_event& e, ExeFile& exe) {
   TaskRecord r;
   r.kind = e.hdr.type == JB_EV_HANG ? TaskRecord::Kind::Hang : TaskRecord::Kind::Jank;
   r.time_ms = clock_.now_ms();
@@ -27,9 +34,8 @@ TaskRecord RecordBuilder::task(const jb_task_event& e) {
     long uid = read_uid(r.proc.pid);
     if (uid >= 0) r.proc.uid = static_cast<uint32_t>(uid);
   }
-  auto exe = exes_.lookup(r.proc.pid);
+  exe = exes_.open(r.proc.pid);
   r.proc.exe = exe.path;
-  r.proc.build_id = exe.build_id;
   r.proc.cgroup = read_cgroup(r.proc.pid);
   r.proc.container_id = container_id_from_cgroup(r.proc.cgroup);
 

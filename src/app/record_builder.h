@@ -16,6 +16,11 @@ class RecordBuilder {
   RecordBuilder(const EpochClock& clock, const MarkerTable& markers) : clock_(clock), markers_(&markers) {}
 
   // JB_EV_TASK_END -> jank, JB_EV_HANG -> hang (JB_EV_CROSSING -> jank-shaped).
+  // The process's executable is opened into `exe`; the record's build_id is
+  // set only if it is already known (else exe.build_id() reads it later,
+  // off this thread).
+  TaskRecord task(const jb_task_event& e, ExeFile& exe);
+  // The same with the build-id read at once (tests, one-off callers).
   TaskRecord task(const jb_task_event& e);
   ExitRecord exit(const jb_exit_event& e);
 

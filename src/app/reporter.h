@@ -27,6 +27,7 @@
 #include "jankbpf/events.h"
 #include "model/records.h"
 #include "output/output.h"
+#include "proc/process_info.h"
 #include "runtime/python_frames.h"
 
 namespace jankbpf {
@@ -85,6 +86,7 @@ class Reporter {
   struct TaskContext {
     uint64_t begin_ns = 0, end_ns = 0, seq = 0, proc_start_ns = 0;
     std::shared_ptr<PendingTrace> trace;
+    ExeFile exe;  // its build-id is read by the worker
   };
   void report(TaskRecord rec, TaskContext ctx);
   void emit(ExitRecord rec);

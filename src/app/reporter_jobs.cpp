@@ -115,8 +115,9 @@ void Reporter::handle(WakerJob& j) {
 
 void Reporter::handle(TaskJob& j) {
   TaskRecord& rec = j.rec;
-  const TaskContext& ctx = j.ctx;
+  TaskContext& ctx = j.ctx;
   const bool hang = rec.kind == TaskRecord::Kind::Hang;
+  rec.proc.build_id = ctx.exe.build_id();
 
   // 1. The stacks this thread collected during the task.
   stack::StackTree tree;

@@ -4,6 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "elf/build_id.h"
@@ -62,8 +65,44 @@ std::string parse_cgroup_v2(const std::string& content) {
 
 std::string read_cgroup(pid_t pid) { return parse_cgroup_v2(read_small(proc_path(pid, "cgroup"))); }
 
-ExeCache::Exe ExeCache::lookup(pid_t pid) {
-  Exe exe;
+struct ExeFile::Shared {
+  struct Key {
+    dev_t dev;
+    ino_t ino;
+    int64_t mtime_ns;
+    auto operator<=>(const Key&) const = default;
+  };
+  std::mutex mu;
+  std::map<Key, std::string> build_ids;
+  int held_open = 0;
+
+  std::optional<std::string> find(const Key& k) {
+    std::lock_guard lk(mu);
+    auto it = build_ids.find(k);
+    if (it == build_ids.end()) return std::nullopt;
+    return it->second;
+  }
+  void remember(const Key& k, const std::string& id) {
+    std::lock_guard lk(mu);
+    if (build_ids.size() > 4096) build_ids.clear();  // bound memory on busy machines
+    build_ids.emplace(k, id);
+  }
+};
+
+std::string ExeFile::build_id() {
+  if (known_ || !fd_) return build_id_;
+  build_id_ = read_build_id(fd_->get());
+  known_ = true;
+  fd_.reset();  // gives the descriptor (and its slot) back
+  if (cache_) cache_->remember({dev_, ino_, mtime_ns_}, build_id_);
+  return build_id_;
+}
+
+ExeCache::ExeCache() : shared_(std::make_shared<ExeFile::Shared>()) {}
+ExeCache::~ExeCache() = default;
+
+ExeFile ExeCache::open(pid_t pid) {
+  ExeFile exe;
   exe.path = read_exe_path(pid);
   // Open through /proc/PID/exe: it is the file the process runs, even when
   // the path was deleted or replaced, or lives in another mount namespace.
@@ -72,17 +111,47 @@ ExeCache::Exe ExeCache::lookup(pid_t pid) {
   OpenPolicy policy;
   policy.max_size = 1ull << 32;  // read_build_id reads the notes only
   Opened o = open_magic(proc_path(pid, "exe"), policy);
-  if (!o) return exe;
-  const struct stat& st = o.st;
-  Fd fd = std::move(o.fd);
-  Key key{st.st_dev, st.st_ino, st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
-  auto it = build_ids_.find(key);
-  if (it == build_ids_.end()) {
-    if (build_ids_.size() > 4096) build_ids_.clear();  // bound memory on busy machines
-    it = build_ids_.emplace(key, read_build_id(fd.get())).first;
+  if (!o) {
+    exe.known_ = true;
+    return exe;
   }
-  exe.build_id = it->second;
+  exe.cache_ = shared_;
+  exe.dev_ = o.st.st_dev;
+  exe.ino_ = o.st.st_ino;
+  exe.mtime_ns_ = o.st.st_mtim.tv_sec * 1'000'000'000LL + o.st.st_mtim.tv_nsec;
+  if (auto id = shared_->find({exe.dev_, exe.ino_, exe.mtime_ns_})) {
+    exe.build_id_ = *id;
+    exe.known_ = true;
+    return exe;
+  }
+  bool hold;
+  {
+    std::lock_guard lk(shared_->mu);
+    hold = shared_->held_open < kMaxHeldOpen;
+    if (hold) shared_->held_open++;
+  }
+  if (!hold) {  // too many waiting: read it here
+    exe.build_id_ = read_build_id(o.fd.get());
+    exe.known_ = true;
+    shared_->remember({exe.dev_, exe.ino_, exe.mtime_ns_}, exe.build_id_);
+    return exe;
+  }
+  // The slot is given back when the last copy of the descriptor goes,
+  // read or not (a dropped record's file is closed unread).
+  std::weak_ptr<ExeFile::Shared> owner = shared_;
+  exe.fd_ = std::shared_ptr<Fd>(new Fd(std::move(o.fd)), [owner](Fd* f) {
+    delete f;
+    if (auto s = owner.lock()) {
+      std::lock_guard lk(s->mu);
+      s->held_open--;
+    }
+  });
   return exe;
+}
+
+ExeCache::Exe ExeCache::lookup(pid_t pid) {
+  ExeFile f = open(pid);
+  return {f.path, f.build_id()};
 }
 
 }  // namespace jankbpf

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -208,6 +209,45 @@ TEST_CASE("this process's identity from /proc", "[proc]") {
   auto exe = cache.lookup(self);
   CHECK(exe.build_id.size() >= 16);  // gcc/ld emit a build-id by default
   CHECK(cache.lookup(self).build_id == exe.build_id);
+}
+
+namespace {
+size_t open_fds() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) n++;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("an executable opened on one thread has its build-id read on another, descriptors bounded", "[proc]") {
+  const std::string want = ExeCache().lookup(getpid()).build_id;
+  REQUIRE(want.size() >= 16);
+  ExeCache cache;
+  const size_t before = open_fds();
+  std::vector<ExeFile> files;
+  // Nothing read yet: each open holds its file, up to the cap; past it the
+  // build-id is read at once instead of holding another descriptor.
+  for (int i = 0; i < ExeCache::kMaxHeldOpen + 20; i++) files.push_back(cache.open(getpid()));
+  CHECK(open_fds() <= before + ExeCache::kMaxHeldOpen);
+  CHECK(open_fds() >= before + ExeCache::kMaxHeldOpen / 2);
+  std::string got;
+  std::thread reader([&] {
+    for (auto& f : files) {
+      std::string id = f.build_id();
+      if (got.empty()) got = id;
+      CHECK(id == got);
+    }
+  });
+  reader.join();
+  CHECK(got == want);
+  CHECK(open_fds() == before);  // read files give their descriptor back
+  // Now known: a new open carries it without reading or holding the file.
+  ExeFile again = cache.open(getpid());
+  CHECK(open_fds() == before);
+  CHECK(again.build_id() == want);
+  // Files dropped unread give their slots back too.
+  for (int i = 0; i < 10; i++) ExeCache().open(getpid());
+  CHECK(open_fds() == before);
 }
 
 TEST_CASE("build-id of non-ELF and truncated files is empty, not a crash", "[elf]") {
