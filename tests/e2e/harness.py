@@ -1,9 +1,8 @@
 """Runs jankbpf and collects its records, for the end-to-end tests."""
 import json
 import os
-import signal
 import subprocess
-import threading
+import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -12,106 +11,10 @@ JANKBPF = os.path.join(BUILD, "jankbpf")
 TARGET = os.path.join(BUILD, "tests", "jank_target")
 
 
-def _with_log_dir(args):
-    """Tests never write to the real /var/log/jankbpf: each run gets its own
-    log directory unless the test names one."""
-    args = list(args)
-    if "--log-dir" not in args:
-        import tempfile
-        d = tempfile.mkdtemp(prefix="jankbpf-e2e-")
-        cut = args.index("--") if "--" in args else len(args)
-        args[cut:cut] = ["--log-dir", d]
-    return args
-
-
-RUNNING = []  # every Jankbpf started, so a failed test leaves none running
-
-
-def stop_all():
-    while RUNNING:
-        jb = RUNNING.pop()
-        if jb.proc.poll() is None:
-            jb.proc.kill()
-            jb.proc.wait(10)
-
-
-class Jankbpf:
-    """A running jankbpf: its JSON records (parsed, in order) and stderr."""
-
-    def __init__(self, *args, wait_attached=True, timeout=20):
-        self.args = [JANKBPF, *_with_log_dir(args)]
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        RUNNING.append(self)
-        self.records = []
-        self.stderr_lines = []
-        self.bad_lines = []
-        self._attached = threading.Event()
-        self._lock = threading.Lock()
-        self._out = threading.Thread(target=self._read_stdout, daemon=True)
-        self._err = threading.Thread(target=self._read_stderr, daemon=True)
-        self._out.start()
-        self._err.start()
-        if wait_attached:
-            deadline = time.monotonic() + timeout
-            while not self._attached.wait(0.05):
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self._err.join(1)
-                    raise AssertionError(
-                        f"jankbpf did not attach: rc={self.proc.poll()} "
-                        f"stderr={''.join(self.stderr_lines)}")
-
-    def _read_stdout(self):
-        for line in self.proc.stdout:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                self.bad_lines.append(line)
-                continue
-            with self._lock:
-                self.records.append(rec)
-
-    def _read_stderr(self):
-        for line in self.proc.stderr:
-            self.stderr_lines.append(line)
-            if "attached" in line:
-                self._attached.set()
-
-    def of_type(self, kind, pid=None):
-        with self._lock:
-            return [r for r in self.records
-                    if r.get("type") == kind and (pid is None or r.get("pid") == pid)]
-
-    def wait_for(self, pred, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                for r in self.records:
-                    if pred(r):
-                        return r
-            time.sleep(0.02)
-        return None
-
-    def stop(self, sig=signal.SIGINT, timeout=15):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.wait(timeout)
-
-    def wait(self, timeout=30):
-        rc = self.proc.wait(timeout)
-        self._out.join(5)
-        self._err.join(5)
-        assert not self.bad_lines, f"non-JSON lines on stdout: {self.bad_lines[:3]}"
-        return rc
-
-    @property
-    def stderr(self):
-        return "".join(self.stderr_lines)
-
-    def summary(self):
-        s = self.of_type("summary")
-        assert len(s) == 1, f"expected one summary record, got {len(s)}"
-        return s[0]
+# The runner is shared with the bench (bench/jankbench): tests/pylib/jankrun.py.
+sys.path.insert(0, os.path.join(ROOT, "tests", "pylib"))
+from jankrun import RUNNING, Jankbpf, stop_all  # noqa: E402,F401  (re-exported)
+from jankrun import with_log_dir as _with_log_dir  # noqa: E402
 
 
 def run_jankbpf(*args, timeout=60, env=None):
