@@ -9,7 +9,8 @@
 #   make test            deps + build + unit tests + end-to-end tests (root)
 #   make kernels         the kernel lane: Debian 12's 6.1 kernels (x86_64, arm64)
 #                        under qemu, jankbpf scenarios inside (root; tests/kernels)
-#   make bench           benchmarks, rewrites bench/RESULTS.md
+#   make bench           benchmarks (bench/jankbench) into bench/results/, rendered to
+#                        bench/RESULTS.md; BENCH_ONLY=a,b some (scripts/bench.sh)
 #   make fuzz            libFuzzer targets (build/fuzz/), FUZZ_SECONDS each
 #   make vmlinux         regenerate bpf/vmlinux/$(ARCH)/vmlinux.h
 #   make deb             build/deb/jankbpf_*.deb with dpkg-buildpackage, then lintian
@@ -104,6 +105,7 @@ test: deps
 	@# The arm64 libraries too: unit tests replay arm64 captures against them.
 	@$(MAKE) --no-print-directory arm64-deps
 	@$(MAKE) --no-print-directory all unit-bin apps
+	@/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/bench  # the bench's renderer and goals: pure, seconds
 	@# One goal per make: builds inside a goal run in parallel, the test
 	@# suites one after the other (their timing checks want the CPUs).
 	@# The kernel lane (make kernels) last: Debian 12's 6.1 kernels under

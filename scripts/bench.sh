@@ -5,19 +5,33 @@
 #      its own, so `make test` stays lean): redis-server, redis-tools,
 #      bpftrace, bpfcc-tools + python3-bpfcc, and kernel headers for BCC;
 #   2. builds the bench programs (bench/*.c) into build/bench/;
-#   3. runs bench/bench.py, which prints a table and rewrites bench/RESULTS.md;
-#   4. runs every libFuzzer target (build/fuzz/, make fuzz-bin) for
-#      FUZZ_BENCH_RUNS executions (10,000,000; 100,000 with BENCH_QUICK) and
-#      appends their table to RESULTS.md as a "Fuzzing" section;
-#   5. runs the soak (bench/soak.py: 20 processes, 10 janks a second, stacks
-#      on, SOAK_MINUTES = 30; 2 with BENCH_QUICK) and appends its section.
+#   3. runs bench/jankbench (`python3 -m jankbench`), which measures the
+#      selected scenarios in this order, stores each one's data with its
+#      provenance in bench/results/<scenario>.json, and renders
+#      bench/RESULTS.md from every stored result:
+#        startup accuracy throughput tax hooks footprint stacks python node
+#        lane_tax   the tax on Debian 12's 6.1 kernel under qemu (~2 min)
+#        fuzz       every libFuzzer target, FUZZ_BENCH_RUNS executions (hours)
+#        soak       20 processes, 10 janks a second, SOAK_MINUTES (30)
 #
-#   BENCH_QUICK=1   a shorter smoke run (fewer rounds, 10 s windows)
-#   BENCH_RESULTS=FILE  write the report there instead of bench/RESULTS.md
+#   BENCH_ONLY=tax,hooks  measure only these scenarios; the others keep what
+#                       is stored, and RESULTS.md is rendered from all of it
+#   BENCH_SKIP=fuzz,soak  measure all but these
+#   BENCH_QUICK=1       a smoke run (fewer rounds, 10 s windows, 100,000 fuzz
+#                       executions, a 2-minute soak), stored in
+#                       build/bench/results-quick/ and rendered, over the
+#                       stored results, to build/bench/RESULTS-quick.md: never
+#                       into the committed files
+#   BENCH_RESULTS=FILE  render there instead; BENCH_RESULTS_DIR=DIR store there
+#   FUZZ_BENCH_RUNS=N, SOAK_MINUTES=M   the fuzz and soak sizes
 #
-# Fails (non-zero) if a tool cannot be installed or fails to attach. Leaves
-# nothing behind: the bench's processes are stopped, kernel.bpf_stats_enabled
-# is restored, the temporary headers tree is removed.
+# `python3 -m jankbench --render` (from bench/, no root) renders what is
+# stored without measuring anything.
+#
+# Fails (non-zero) if a tool cannot be installed or fails to attach, a fuzz
+# target crashes, or the soak misses a goal. Leaves nothing behind: the
+# bench's processes are stopped, kernel.bpf_stats_enabled is restored, the
+# temporary headers tree is removed.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -60,7 +74,7 @@ stats_before=$(cat /proc/sys/kernel/bpf_stats_enabled)
 py_pid=
 cleanup() {
   local rc=$?
-  # bench.py stops its own children on SIGINT/SIGTERM; wait for it.
+  # jankbench stops its own children on SIGINT/SIGTERM; wait for it.
   if [[ -n $py_pid ]] && kill -0 "$py_pid" 2>/dev/null; then
     kill -TERM "$py_pid" 2>/dev/null || true
     wait "$py_pid" 2>/dev/null || true
@@ -113,40 +127,21 @@ for src in bench/*.c; do
 done
 
 # --- 3. run ---------------------------------------------------------------------------
-JANKBPF_BUILD=$(realpath "$BUILD") /usr/bin/python3 bench/bench.py &
+# How the run was asked for, kept in each stored result's provenance.
+knobs=()
+for v in BENCH_QUICK BENCH_ONLY BENCH_SKIP FUZZ_BENCH_RUNS SOAK_MINUTES; do
+  if [[ -n ${!v:-} ]]; then knobs+=("$v=${!v}"); fi
+done
+if [[ -n ${MAKELEVEL:-} ]]; then
+  BENCH_COMMAND="make bench${knobs[*]:+ ${knobs[*]}}"
+else
+  BENCH_COMMAND="${knobs[*]:+${knobs[*]} }scripts/bench.sh"
+fi
+export BENCH_COMMAND
+build_abs=$(realpath "$BUILD")
+rc=0
+(cd bench && JANKBPF_BUILD=$build_abs exec /usr/bin/python3 -m jankbench) &
 py_pid=$!
-wait "$py_pid"
+wait "$py_pid" || rc=$?
 py_pid=
-
-# --- 4. fuzzing --------------------------------------------------------------------
-# After bench.py, which rewrites RESULTS.md: appended to what it wrote.
-results=${BENCH_RESULTS:-bench/RESULTS.md}
-runs=${FUZZ_BENCH_RUNS:-10000000}
-[[ ${BENCH_QUICK:-0} != 0 && -z ${FUZZ_BENCH_RUNS:-} ]] && runs=100000
-fuzz_rc=0
-FUZZ_BENCH_RUNS=$runs FUZZ_TABLE=$tmp/fuzz.md scripts/fuzz.sh bench || fuzz_rc=$?
-{
-  echo
-  echo "## Fuzzing"
-  echo
-  echo "Each libFuzzer target (tests/fuzz/, ASan+UBSan, clang $(clang++ -dumpversion)) run for $runs"
-  echo "executions from its seeds and the corpus kept in build/fuzz/corpus/, after one pass over"
-  echo "the generated large inputs; $(date -u +%Y-%m-%d), $(nproc) CPUs shared with the rest of the bench host."
-  echo
-  cat "$tmp/fuzz.md" 2>/dev/null || echo "(no table: scripts/fuzz.sh failed before running)"
-} >> "$results"
-
-# --- 5. soak ------------------------------------------------------------------------
-minutes=${SOAK_MINUTES:-30}
-[[ ${BENCH_QUICK:-0} != 0 && -z ${SOAK_MINUTES:-} ]] && minutes=2
-soak_rc=0
-JANKBPF_BUILD=$(realpath "$BUILD") /usr/bin/python3 bench/soak.py --minutes "$minutes" --results "$results" || soak_rc=$?
-
-if [[ $fuzz_rc -ne 0 ]]; then
-  echo "bench: FAILED: a fuzz target crashed (build/fuzz/artifacts/)" >&2
-  exit 1
-fi
-if [[ $soak_rc -ne 0 ]]; then
-  echo "bench: the soak missed a goal (see its section in $results)" >&2
-  exit 1
-fi
+exit "$rc"

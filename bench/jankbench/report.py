@@ -1,0 +1,116 @@
+"""RESULTS.md and the terminal summary, from every stored result: a Runs
+table (what was measured when, on which commit and machine), the Goals
+table, then each section with its own measured line."""
+from __future__ import annotations
+
+from . import goals as goals_mod
+from . import sections as s1
+from . import sections_more as s2
+from .render import Doc, markdown, terminal
+
+# (scenario, heading, renderer); in reading order, not run order.
+SECTIONS = [
+    ("throughput", "1. Throughput", s1.throughput),
+    ("hooks", "2. Per-hook cost (bpf_stats)", s1.hooks),
+    ("startup", "3. Startup: exec → attached", s1.startup),
+    ("footprint", "4. jankbpf's footprint", s1.footprint),
+    ("accuracy", "5. Accuracy and latency", s1.accuracy),
+    ("tax", "6. Syscall tax on an unwatched process", s1.tax),
+    ("lane_tax", "6b. Syscall tax on Debian 12's 6.1 x86_64 kernel (kernel lane, qemu TCG)", s2.lane_tax),
+    ("stacks", "7. Stacks", s2.stacks),
+    ("python", "7b. Stacks: the Python frame reader", s2.python),
+    ("node", "7c. Stacks: node, cold then warm", s2.node),
+    ("capture_ring", "8. Records under an off-CPU flood (issue 10, M5)", None),
+    ("soak", "9. Soak: 20 processes, 10 janks a second, stacks on (issue 10)", s2.soak),
+    ("fuzz", "Fuzzing", s2.fuzz),
+]
+
+
+def _machine(m: dict) -> str:
+    if not m:
+        return ""
+    return (f"kernel {m.get('kernel')}, {m.get('os')}; {m.get('cpu')}, {m.get('cores')} cores, "
+            f"{m.get('mem_gib', 0):.0f} GiB; {m.get('jankbpf')}, bpftrace {str(m.get('bpftrace')).replace('bpftrace ', '')}, "
+            f"{m.get('redis')}, BCC {m.get('bcc')}")
+
+
+def _run_kind(p: dict) -> str:
+    if p.get("how"):
+        return "by hand"
+    return "BENCH_QUICK=1 smoke run" if p.get("quick") else "full run"
+
+
+def measured_line(entry: dict) -> str:
+    p = entry.get("provenance", {})
+    parts = [f"Measured {p.get('date', '?')}"]
+    if (p.get("describe") or p.get("commit")) and not p.get("how"):
+        parts.append(f"on `{p.get('describe') or p.get('commit')}`")
+    parts.append(f"({_run_kind(p)})")
+    if p.get("how"):
+        parts.append(p["how"])
+    elif p.get("command"):
+        parts.append(f"by `{p['command']}`")
+    line = " ".join(parts)
+    m = p.get("machine") or {}
+    if m.get("kernel"):
+        line += f"; kernel {m['kernel']}, {m.get('cores')} cores"
+    if p.get("load"):
+        line += f"; load average {p['load'][0]} → {p['load'][1]}"
+    if "markdown" in entry:
+        line += "; stored text, kept until a run replaces it"
+    return f"_{line}._"
+
+
+def runs_table(results: dict) -> list[list[str]]:
+    groups: dict[tuple, list[str]] = {}
+    for name, _, _ in SECTIONS:
+        e = results.get(name)
+        if not e:
+            continue
+        p = e.get("provenance", {})
+        key = (p.get("date", "?")[:10], p.get("describe") or p.get("commit") or "—", _run_kind(p),
+               p.get("how") or f"`{p.get('command', '?')}`", _machine(p.get("machine") or {}))
+        groups.setdefault(key, []).append(name)
+    return [[*k[:4], ", ".join(v), k[4] or "—"] for k, v in sorted(groups.items())]
+
+
+def document(results: dict, title_note: str = "") -> tuple[Doc, list[dict]]:
+    doc = Doc()
+    doc.h("jankbpf benchmark results", 1)
+    doc.p("Rendered by `bench/jankbench` from the stored results in `bench/results/` (one JSON file per "
+          "scenario, with when, on which commit and how it was measured). `sudo make bench` measures "
+          "everything; `sudo make bench BENCH_ONLY=tax,hooks` measures some scenarios again and renders "
+          "everything; `BENCH_QUICK=1` is a smoke run, stored apart (build/bench/). Each section says when "
+          "and on which commit it was measured." + (" " + title_note if title_note else ""))
+    doc.h("Runs", term=False)
+    doc.table(["measured (UTC)", "commit", "run", "how", "sections", "machine"], runs_table(results), term=False)
+    rows = goals_mod.evaluate(results)
+    doc.h("Goals")
+    doc.table(["goal", "issue", "measured", "verdict"],
+              [[r["goal"], r["issue"], r["figure"], r["verdict"]] for r in rows], term=False)
+    doc.bullets([f"[{r['verdict'].strip('*')}] {r['goal']} (issue {r['issue']}): {r['figure']}" for r in rows],
+                term=True, md=False)
+    for name, title, fn in SECTIONS:
+        e = results.get(name)
+        if not e:
+            continue
+        frag = "markdown" in e
+        doc.h(e.get("title") or title)
+        doc.p(measured_line(e), term=True)
+        if frag:
+            doc.md(e["markdown"], note="(stored text: see RESULTS.md)")
+        else:
+            fn(doc, e["data"])
+        cmds = e.get("commands") or (e.get("data") or {}).get("commands")
+        if cmds:
+            doc.p("Commands, as run (PORT: a free loopback port; PID: the target's):")
+            doc.code(cmds)
+    doc.h("Notes", term=False)
+    doc.bullets(s2.NOTES)
+    return doc, rows
+
+
+def render(results: dict, title_note: str = "") -> tuple[str, str, list[dict]]:
+    """(RESULTS.md text, terminal text, goal rows)."""
+    doc, rows = document(results, title_note)
+    return markdown(doc), terminal(doc), rows

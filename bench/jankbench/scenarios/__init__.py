@@ -1,0 +1,47 @@
+"""One function per measurement: fn(ctx) -> plain JSON-serialisable data.
+They render nothing (sections*.py do) and judge nothing (goals.py does).
+
+SCENARIOS is in run order: the order of the bench before it was a package,
+with the fuzzers and the soak (hours, and 30 minutes) last."""
+from __future__ import annotations
+
+from .detect import accuracy, footprint
+from .fuzz import fuzz
+from .lane import lane_tax
+from .load import Workloads, hooks, tax, throughput
+from .soak import soak
+from .stacks import node, python_reader, stacks
+from .startup import startup
+
+SCENARIOS = {
+    "startup": startup,
+    "accuracy": accuracy,
+    "throughput": throughput,
+    "tax": tax,
+    "hooks": hooks,
+    "footprint": footprint,
+    "stacks": stacks,
+    "python": python_reader,
+    "node": node,
+    "lane_tax": lane_tax,
+    "fuzz": fuzz,
+    "soak": soak,
+}
+
+
+class Context:
+    """What scenarios share within one run: BCC's environment, and the
+    workload servers (started on first use, stopped by close())."""
+
+    def __init__(self, bcc_env: dict):
+        self.bcc_env = bcc_env
+        self._workloads = None
+
+    def workloads(self) -> Workloads:
+        if self._workloads is None:
+            self._workloads = Workloads()
+        return self._workloads
+
+    def close(self) -> None:
+        if self._workloads is not None:
+            self._workloads.close()

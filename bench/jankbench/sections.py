@@ -1,0 +1,150 @@
+"""What sections 1 to 6 of RESULTS.md show of their stored data. Each
+function adds blocks to a Doc (render.py); the text says how the figures
+were measured, with the run's own sizes (rounds, calls) from the data."""
+from __future__ import annotations
+
+from .stats import avg_hook_ns, bpf_share, median, ratios, spread
+
+LABEL = {"none": "nothing", "jankbpf": "jankbpf", "jankbpf-nostacks": "jankbpf --log-type 2",
+         "bpftrace": "bpftrace jank.bt"}
+
+
+def throughput(doc, d):
+    cfgs = d["configs"][1:]
+    data = d["data"]
+    doc.p(f"{d['rounds']} rounds; each round runs every workload with nothing attached (A), with `jankbpf` "
+          "watching every process (B, its defaults: stacks and traces on), with `jankbpf --log-type 2` "
+          "(C, no stacks) and with `bench/jank.bt` (D), in that order (A B C D A B C D …). Ratios are to "
+          "the same round's baseline: median [min–max] over rounds. CPU is the server's own on-CPU time "
+          "per request (schedstat, all its threads; for ping-pong both processes per round trip), hooks "
+          "included: the figure that holds still when throughput does not.")
+    rows = []
+    for w in d["workloads"]:
+        n = w["name"]
+        base = median([x["rate"] for x in data["none"][n]])
+        bcpu = median([x["cpu_us"] for x in data["none"][n]])
+        rows.append([n, f"{base:,.0f}", *[spread(ratios(d, c, n, "rate")) for c in cfgs], f"{bcpu:.2f}",
+                     *[spread(ratios(d, c, n, "cpu_us")) for c in cfgs]])
+    doc.table(["workload", "baseline rate/s", *[f"{LABEL[c]} rate" for c in cfgs], "baseline CPU µs/req",
+               *[f"{LABEL[c]} CPU" for c in cfgs]], rows)
+    doc.p("Baseline spread (max/min of the baseline runs, the noise floor): " + ", ".join(
+        f"{w['name']} {max(x['rate'] for x in data['none'][w['name']]) / min(x['rate'] for x in data['none'][w['name']]):.2f}"
+        for w in d["workloads"]) + ".", term=True)
+    contaminated = {c: sum(1 for w in d["workloads"] for x in data[c][w["name"]] if x.get("foreign"))
+                    for c in d["configs"]}
+    nruns = sum(len(data["none"][w["name"]]) for w in d["workloads"])
+    doc.p("Runs during which someone else's BPF tracing programs were loaded (another session's "
+          "jankbpf or tracer on this shared machine taxes every configuration alike, the baseline "
+          "included): " + ", ".join(f"{LABEL[c]} {contaminated[c]} of {nruns}" for c in d["configs"]) + ".")
+    sums = d["jankbpf_summaries"]
+    doc.p(f"jankbpf's summaries over these rounds: {sum(s.get('lost_events', 0) for s in sums)} lost events; "
+          "tasks checked per round " + ", ".join(str(s.get("tasks_checked")) for s in sums)
+          + "; off-CPU captures " + ", ".join(str(s.get("offcpu_captures")) for s in sums) + ".")
+
+
+def tax(doc, d):
+    cfgs = d["configs"][1:]
+    doc.p(f"ns per `getppid()` in a process that never waits (so is never watched), the least disturbed of "
+          f"{d['reps']} × {d['calls']:,} calls. {d['rounds']} rounds of A B A C A D A (A: nothing attached); a "
+          "tool's tax is its figure minus the mean of the baselines just before and after it, since this "
+          "VM's speed drifts by tens of percent over seconds.")
+    doc.table(["nothing attached", *[LABEL[c] for c in cfgs], *[f"{LABEL[c]} tax" for c in cfgs]],
+              [[spread(d["none"], ".1f"), *[spread(d[c], ".1f") for c in cfgs],
+                *[spread(d["tax"][c], "+.1f") for c in cfgs]]])
+
+
+def hooks(doc, d):
+    doc.p("`kernel.bpf_stats_enabled=1` for this pass only (restored afterwards); one run of each "
+          "workload per tool; run_time_ns / run_cnt of each program the tool holds open, read from "
+          "its /proc/PID/fdinfo before and after each run (names from `bpftool prog show` and "
+          "`bpftool perf list`). The tools watch every process: other processes' events count too. "
+          "`sched_switch` is where jankbpf's stack machinery sits: with stacks on (the default) every "
+          "switch-out of a watched thread inside a task saves an off-CPU stack in case the task turns "
+          "long; `--log-type 2` shows the same hook without it.")
+    for cfg, t in d["tools"].items():
+        doc.p(f"**{LABEL[cfg]}** — per program (programs that ran):", term=True)
+        rows = [[name, f"{cnt:,}", f"{ns / cnt:.0f}"]
+                for name, (cnt, ns) in sorted(t["per_prog"].items(), key=lambda kv: -kv[1][1]) if cnt]
+        avg, c = avg_hook_ns(d, cfg)
+        rows.append(["**all**", f"{c:,}", f"**{avg:.0f}**"])
+        doc.table(["program", "runs", "avg ns/run"], rows)
+        doc.p("Per request: BPF programs run and BPF ns spent (all of the machine's events during the run), "
+              "against the CPU the request costs (server, and redis-benchmark's own; for ping-pong both "
+              "processes per round trip). BPF share = BPF ns / (server + client CPU): the part of each "
+              "request's CPU spent in the tool's programs, a throughput cost that does not depend on noise.")
+        doc.table(["workload", "runs/request", "BPF ns/request", "server CPU µs/request",
+                   "client CPU µs/request", "BPF share"],
+                  [[n, f"{v['calls_per_req']:.2f}", f"{v['ns_per_req']:.0f}", f"{v['cpu_us']:.2f}",
+                    f"{v['client_us']:.2f}" if n.startswith("redis") else "—", f"{bpf_share(v):.1f}%"]
+                   for n, v in t["per_workload"].items()])
+
+
+def startup(doc, d):
+    doc.p(f"Median [min–max] of {d['reps']} runs, interleaved. jankbpf: to its `jankbpf: attached` "
+          "line on stderr. bpftrace: `bench/jank.bt` plus a sentinel probe declared last "
+          "(bpftrace attaches in script order) on `sys_enter_getppid` of a trigger process that calls "
+          "getppid() every 100 µs; \"Attaching N probes...\" is printed before the first attach. BCC: "
+          "`bench/jank_bcc.py`, the same detection as a BCC tool (TRACEPOINT_PROBE on the same 14 "
+          "tracepoints, compiled by clang at startup), to its `attached` line. Stop: "
+          "SIGTERM/SIGINT to exit.")
+    doc.table(["tool", "exec → attached (ms)", "stop (ms)"], [
+        ["jankbpf", spread(d["jankbpf"], ".0f"), spread(d["jankbpf_stop"], ".0f")],
+        ["bpftrace jank.bt", f"{spread(d['bpftrace'], '.0f')} (\"Attaching\" at "
+         f"{median(d['bpftrace_attaching']):.0f})", spread(d["bpftrace_stop"], ".0f")],
+        ["BCC jank_bcc.py", spread(d["bcc"], ".0f"), spread(d["bcc_stop"], ".0f")]])
+
+
+def footprint(doc, d):
+    doc.p("Counters of jankbpf from /proc: CPU is utime + stime with exited threads and waited-for children "
+          "(trace-cmd) included, in 10 ms ticks; voluntary + involuntary "
+          "context switches, VmHWM). *every process*: jankbpf with no target, its defaults (stacks and "
+          "traces on), on this shared machine, where other sessions' shells and tests run; *one idle "
+          "process*: `jankbpf --pid` of an idle jank_target, at the same time, which isolates jankbpf's "
+          "own periodic wakeups from its reactions to other processes' janks. The janky window runs "
+          "`jank_target --script sleep:170xN --gap 30` (a 170 ms task every 200 ms). *no stacks*: the "
+          "same with `--log-type 2` (traces only).")
+    rows = []
+    for k, lbl in (("watch_idle", "one idle process, idle"), ("idle", "every process, idle"),
+                   ("janky", "every process, janky"), ("nostack", "every process, janky, no stacks")):
+        w = d[k]
+        rows.append([f"{lbl}, {w['secs']} s", f"{w['cpu_s']:.2f}", f"{w['child_s']:.2f}",
+                     f"{w['vol']}+{w['nonvol']}", w["records"], f"{w['hwm_kb'] / 1024:.1f} MB"])
+    doc.table(["run, window", "CPU s", "children's CPU s (trace-cmd)", "context switches (vol+invol)",
+               "records written", "peak RSS (VmHWM)"], rows)
+    j, s = d["janky"], d["summary"]
+    per_rec = (j["cpu_s"] + j["child_s"]) / j["records"] * 1e6 if j["records"] else float("nan")
+    doc.p(f"Janky window: {j['target_janks']} jank records for the target, {per_rec:.0f} µs of jankbpf CPU "
+          f"(its own and its children's) per record written; {d['logs']} log files. Summary at exit (default run): "
+          + ", ".join(f"{k} {s.get(k)}" for k in ("cpu_user_s", "cpu_sys_s", "max_rss_kb", "lost_events",
+                                                   "samples", "offcpu_captures", "stack_logs", "traces"))
+          + f"; no-stacks run: max_rss_kb {d['nostack_summary'].get('max_rss_kb')}, traces "
+          f"{d['nostack_summary'].get('traces')}. Traces are taken for tasks past the trace threshold "
+          "(450 ms) of any process on the machine, so the children's CPU depends on what else runs.")
+
+
+def accuracy(doc, d):
+    doc.p(f"`{d['target_argv']}`, watched by "
+          "`jankbpf --pid PID --ignore-startup-time 3` (its defaults otherwise: stacks, and a trace for "
+          "tasks past 450 ms). Truth is the app's own CLOCK_MONOTONIC begin/end "
+          "of each task; a record matches the task whose begin is within 5 ms of its "
+          "`begin_monotonic_ns`. Arrival: when the bench process read the line, minus the true end. "
+          "logs: the external_log files of the record.")
+    doc.table(["task", "true ms", "reported ms", "error ms", "dominant state", "logs",
+               "record arrives after end (ms)"],
+              [[f"{r['kind']}:{r['arg']}", f"{r['true_ms']:.3f}", f"{r['reported_ms']:.3f}", f"{r['err_ms']:+.3f}",
+                r["dominant"], r["logs"] or "—", f"{r['arrival_ms']:.1f}"] for r in d["rows"]], term=False)
+    errs = [abs(e) for e in d["errors"]]
+    worst = f"{max(errs):.3f}" if errs else "n/a"
+    arr = d["arrival_ms"]
+    doc.p(f"Error: median {median(errs):.3f} ms, worst {worst} ms; missed {len(d['missed'])} of "
+          f"{d['n_truth_long']} (" + ", ".join(f"{x['kind']}:{x['arg']}" for x in d["missed"])
+          + f"); spurious {len(d['spurious'])}; record arrival after task end: median {median(arr):.1f} ms, "
+          f"worst {max(arr) if arr else float('nan'):.1f} ms.", term=True)
+    h = d["hang"]
+    if h:
+        doc.p(f"Stuck task: the `hang` record's duration_ms is {h['kernel_late_ms']:+.3f} ms past {d['hang_ms']} ms "
+              f"(the kernel's own lateness), its `time` {h['record_late_ms']:+.1f} ms and its arrival in the "
+              f"bench process {h['arrival_late_ms']:+.1f} ms after task begin + {d['hang_ms']} ms; its begin is "
+              f"{h['begin_err_ms']:+.3f} ms from the app's.", term=True)
+    else:
+        doc.p("Stuck task: **no hang record arrived**.", term=True)

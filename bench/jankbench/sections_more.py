@@ -1,0 +1,149 @@
+"""What sections 6b to 9 and Fuzzing of RESULTS.md show of their stored
+data, and the Notes that close it."""
+from __future__ import annotations
+
+from .goals import soak_lost
+from .stats import fmt, lane_ratio
+
+
+def lane_tax(doc, d):
+    doc.p(f"Kernel `{d.get('kernel')}`, guest health: {d.get('health')}. ns per getppid() of a process that "
+          f"never waits; best of {d.get('reps', 5)} × {d.get('calls', 200000):,} calls; jankbpf attached "
+          "system-wide with the timer watchdog; one boot, A B A per hook kind. Emulated (TCG) nanoseconds "
+          "are not native ones: the ratios are the figure.")
+    f = lambda x: f"{x:.0f}" if x else "n/a"  # noqa: E731
+    doc.table(["waits hooked by", "without", "with jankbpf", "after", "ratio (with / mean without)",
+               "hooks the summary reports"],
+              [[kind, f(r["before"]), f(r["during"]), f(r["after"]), fmt(lane_ratio(r), ".3f") + "×",
+                r["hooks_used"] or "n/a"] for kind, r in d.get("kinds", {}).items()])
+
+
+def stacks(doc, d):
+    doc.p(f"jankbpf's stack options: {', '.join('`' + o + '`' for o in d['options'])}; "
+          "everything below runs with their defaults.")
+    items = []
+    if "unit" in d:
+        u = d["unit"]
+        items.append(f"The stack library alone (`build/jankbpf-unit \"[stack-bench]\"`: unwind + symbolize of "
+                     f"16 KB perf samples of `stack_target deep`, -O2 -fomit-frame-pointer, {u['frames']} frames): "
+                     f"cold first sample {u['cold_ms']:.1f} ms; warm p50 {u['p50_us']:.1f} µs, p99 "
+                     f"{u['p99_us']:.1f} µs, max {u['max_us']:.0f} µs — about {1e6 / u['p50_us']:,.0f} "
+                     "samples/s on one core.")
+    else:
+        items.append(f"Stack library bench: not run ({d.get('unit_error', '?')}).")
+    for key, what in (("jankbpf", "defaults: stacks and traces"),
+                      ("jankbpf_stacks_only", "`--log-type 1`: stacks only")):
+        x = d[key]
+        per = (x["cpu_ms"] / x["log_samples"]) if x["log_samples"] else float("nan")
+        cmd = " ".join(["jankbpf --pid PID --ignore-startup-time 3", *x["args"]])
+        items.append(
+            f"jankbpf end to end ({what}), `{cmd}` on one {x['task_ms']:.0f} ms spin task of jank_target "
+            f"(-O2, no frame pointers, nice -20): {x['samples']} on-CPU samples, {x['offcpu']} off-CPU "
+            f"captures, {x['lost']} lost, {x['dropped']} dropped, {x['traces']} traces; {x['logs']} stack "
+            f"log(s) of {x['log_bytes']:,} bytes holding {x['log_samples']} samples, **{x['to_main']} of them "
+            f"reach main**. jankbpf's CPU from task start to record: {x['cpu_ms']:.0f} ms of its own "
+            f"(≈ {per:.1f} ms per sample) + {x['child_ms']:.0f} ms of its children (trace-cmd); the jank "
+            f"record arrived {fmt(x['arrival_ms'])} ms after the task ended. heaviest_stack: "
+            f"`{x['heaviest'][:400]}`")
+    bu = d["bpftrace_ustack"]
+    share = fmt(bu["to_main"] / bu["samples"] * 100 if bu["samples"] else None, ".0f")
+    items.append(f"bpftrace `ustack` (frame pointers) at 199 Hz on the same task at the same time: "
+                 f"{bu['to_main']} of {bu['samples']} samples reach `main` ({share}%). "
+                 f"Command: `{d['bpftrace_argv']}`.")
+    w = d.get("warm")
+    if w:
+        items.append(f"Warm (issue 12): `{w['target_argv']}` watched by `jankbpf --pid PID "
+                     f"--ignore-startup-time 3`; the first spin warms jankbpf's caches of the target, then "
+                     f"{w['janks'] - 1} more: {w['warm_samples']} samples, {w['warm_cpu_ms']:.1f} ms of "
+                     f"jankbpf's own CPU (schedstat, all its threads) from the first record's arrival to the "
+                     f"last's: **{fmt(w['us_per_sample'], '.1f')} µs per sample**; {w['lost']} lost.")
+    doc.bullets(items, term=True)
+
+
+def python(doc, d):
+    if "p50_us" not in d:
+        doc.p(f"Not run ({d.get('error', '?')}).", term=True)
+        return
+    doc.p(f"`build/jankbpf-unit \"[python-bench]\"`: the ring thread's read of one sample's frames, "
+          f"{d['python']} spinning {d['frames']} Python frames deep, process_vm_readv: runtime found "
+          f"in {d['find_ms']:.1f} ms (once per process); cold first read {d['cold_us']:.0f} µs; warm p50 "
+          f"{d['p50_us']:.1f} µs, p99 {d['p99_us']:.0f} µs, max {d['max_us']:.0f} µs; {d['reads']:.0f} "
+          f"reads per capture ({d['p50_us'] / d['frames']:.1f} µs per frame).", term=True)
+
+
+def node(doc, d):
+    if "error" in d:
+        doc.p(f"Not run ({d['error']}).", term=True)
+        return
+    parts = [f"{k} jank: jankbpf CPU {d[k]['cpu_ms']:.0f} ms, record {d[k]['arrival_ms']:.0f} ms after the "
+             f"task ended, heaviest_stack `{d[k]['heaviest'][:160]}`" for k in ("first", "second") if k in d]
+    doc.p("A large binary with JIT frames, cold then warm: `node -e` running 600 ms of JavaScript per jank, "
+          f"two janks; {d['samples']} samples; " + "; ".join(parts)
+          + f"; stack logs: {d['logs']}, {d['to_main']} of {d['log_samples']} samples reach main.", term=True)
+
+
+def soak(doc, d):
+    s = d["summary"]
+    per_jank_ms = 1000 * d["cpu_s"] / d["janks"] if d["janks"] else float("nan")
+    doc.p(f"{d['minutes']:.1f} minutes. {d['processes']} jank_targets ({d['task_ms']} ms tasks every "
+          f"{d['period_s']:.0f} s each, a third each spin, sleep and 1 ms naps), `--threshold {d['threshold_ms']}`, "
+          f"default stacks and off-CPU captures, `--pid` ×{d['processes']}; RSS read every 5 s, warm-up the "
+          f"first {d['warm_s']:.0f} s. Its goals are in the Goals table (issue 10).")
+    lost = soak_lost(d)
+    doc.table(["figure", "value"], [
+        ["janks (with stacks / with off-CPU captures)", f"{d['janks']} of {d['expected']} "
+         f"({d['stacks']} / {d['off_cpu']})"],
+        ["RSS at warm-up end / max after / at the end", f"{d['rss_warm_kb'] / 1024:.1f} / "
+         f"{d['rss_max_kb'] / 1024:.1f} / {d['rss_end_kb'] / 1024:.1f} MB"],
+        ["RSS by minute", ", ".join(f"{t / 60:.0f} min {kb / 1024:.0f} MB" for t, kb in d["rss_by_minute"])],
+        ["lost", ", ".join(f"{k} {v}" for k, v in lost.items())],
+        ["jankbpf CPU in all", f"{d['cpu_s']:.1f} s ({100 * d['cpu_s'] / (60 * d['minutes']):.2f} % of one CPU)"],
+        ["jankbpf CPU per jank", f"{per_jank_ms:.2f} ms"],
+        ["samples / stack logs / suppressed", f"{s.get('samples', 0)} / {s.get('stack_logs', 0)} / "
+         f"{s.get('suppressed', 0)}"],
+        ["off-CPU captures / rate-limited", f"{s.get('offcpu_captures', 0)} / {s.get('offcpu_rate_limited', 0)}"],
+        ["exit", f"{d['rc']}" + ("" if d["rc"] == 0 and s else " — " + " | ".join(d["stderr_tail"]))],
+    ])
+
+
+def fuzz(doc, d):
+    doc.p(f"Each libFuzzer target (tests/fuzz/, ASan+UBSan, clang {d['clang']}) run for {d['runs']:,} "
+          "executions from its seeds and the corpus kept in build/fuzz/corpus/, after one pass over the "
+          f"generated large inputs; {d['cpus']} CPUs shared with the rest of the bench host. "
+          f"scripts/fuzz.sh exit status {d['rc']}.")
+    if not d["rows"]:
+        doc.p("(no table: scripts/fuzz.sh failed before running)", term=True)
+        return
+    doc.table(["target", "executions", "exec/s", "crashes", "corpus"],
+              [[r["target"], r["executions"], r["exec_per_s"], r["crashes"], r["corpus"]] for r in d["rows"]],
+              align="lrrrl")
+
+
+NOTES = [
+    "This is a shared VM: other work runs beside the bench, so throughput moves ±10–15% run to run; "
+    "each section's load average is in its measured line.",
+    "`bench/jank.bt` hooks only the 14 wait-syscall tracepoints; jankbpf also hooks sched_switch, "
+    "sched_wakeup, sched_wakeup_new and sched_process_exit (thread-state split, watchdog, exits), "
+    "so on wakeup-heavy loads it runs more programs per request by design. The per-hook table "
+    "shows where its time goes.",
+    "bpf_stats count only the time inside each program. What the hooks cost around it — every "
+    "syscall of every task taking the traced slow path once a syscall tracepoint is enabled "
+    "(section 6), the perf-event dispatch of each syscall tracepoint, the tp_btf entry of the "
+    "scheduler hooks — is not in run_time_ns, so the server's CPU per request (section 1) can rise "
+    "by more than the BPF share (section 2); the difference is that overhead.",
+    "BCC needs kernel headers to compile; where the running kernel ships none (this VM), "
+    "scripts/bench.sh merges Debian's linux-headers-amd64 (a different kernel version; the tool "
+    "only touches tracepoint args) into a temporary tree and points BCC_KERNEL_SOURCE at it.",
+    "The workloads (redis-server and redis-benchmark, both ping-pong processes, the getppid loop) "
+    "are pinned to the last CPU with taskset, at nice -20: each request then costs what its path costs on that "
+    "CPU. Unpinned, this VM's idle virtual CPUs (no guest halt-polling) take up to a millisecond to "
+    "wake, and throughput swung 10x between identical runs. Pinned client and server on one CPU "
+    "also means redis serves several clients per epoll_wait; the per-request hook counts in "
+    "section 2 say how many programs ran per request.",
+    "Every jankbpf run in the bench writes its stack/trace logs to a temporary `--log-dir` "
+    "(removed at the end), so no run inherits another's report quota and nothing is left in "
+    "/var/log/jankbpf.",
+    "Redis request counts are calibrated at the start for about 1.2 s per run (0.7 s quick); jankbpf "
+    "ignores a process's first 10 s, so the servers are started early and are older than that before "
+    "any throughput run.",
+]

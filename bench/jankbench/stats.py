@@ -1,0 +1,52 @@
+"""Small pure helpers the goals and the sections share."""
+from __future__ import annotations
+
+import statistics
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def nan(x) -> bool:
+    return x is None or (isinstance(x, float) and x != x)
+
+
+def fmt(x, spec=".1f", none="n/a"):
+    return none if nan(x) else format(x, spec)
+
+
+def spread(xs, spec=".3f"):
+    """median [min–max] of a list."""
+    xs = [x for x in xs if not nan(x)]
+    if not xs:
+        return "n/a"
+    return f"{format(median(xs), spec)} [{format(min(xs), spec)}–{format(max(xs), spec)}]"
+
+
+def ratios(thr: dict, cfg: str, wname: str, key: str) -> list[float]:
+    """Per round, a configuration's figure over the same round's baseline."""
+    data = thr["data"]
+    out = []
+    for a, b in zip(data[cfg][wname], data["none"][wname]):
+        if a.get(key) is not None and b.get(key):
+            out.append(a[key] / b[key])
+    return out
+
+
+def avg_hook_ns(hooks: dict, cfg: str) -> tuple[float, int]:
+    """(average ns per program run, runs) of one tool over every workload."""
+    pr = hooks["tools"][cfg]["per_prog"]
+    c = sum(v[0] for v in pr.values())
+    return (sum(v[1] for v in pr.values()) / c if c else float("nan")), c
+
+
+def bpf_share(v: dict) -> float:
+    """BPF ns per request over the request's CPU (server + client), in %."""
+    return v["ns_per_req"] / ((v["cpu_us"] + v["client_us"]) * 10)
+
+
+def lane_ratio(r: dict) -> float | None:
+    """Kernel lane tax: with jankbpf / the mean of the runs without it, around it."""
+    base = [x for x in (r.get("before"), r.get("after")) if x]
+    return r["during"] / (sum(base) / len(base)) if base and r.get("during") else None
