@@ -30,6 +30,12 @@ namespace {
 constexpr size_t kMaxQueuedSamples = 4096;
 constexpr size_t kMaxQueuedJobs = 65536;
 
+// Stack jobs (samples, off-CPU captures, wakers) wake the worker in batches:
+// they are only needed by the time their task's record is made, which
+// wakes it at once. One wakeup per 10 ms sample cost more than the unwind.
+constexpr size_t kLazyBatch = 32;
+constexpr auto kLazyDelay = std::chrono::milliseconds(50);
+
 }  // namespace
 
 Reporter::Reporter(ReporterConfig cfg, Output& out)
@@ -96,6 +102,7 @@ void Reporter::copy_bounds() {
 
 void Reporter::push(Job job, bool droppable) {
   uint64_t records_dropped = 0;
+  bool wake = false;
   {
     std::lock_guard lk(mu_);
     if (droppable && queue_.size() >= kMaxQueuedSamples) {
@@ -106,14 +113,22 @@ void Reporter::push(Job job, bool droppable) {
     // stopped reading): past the bound they are dropped, counted, rather
     // than held until memory runs out.
     const bool record = std::holds_alternative<TaskJob>(job) || std::holds_alternative<ExitJob>(job);
-    if (record && queue_.size() >= kMaxQueuedJobs)
+    if (record && queue_.size() >= kMaxQueuedJobs) {
       records_dropped = ++stats_.records_dropped;
-    else
+    } else {
       queue_.push_back(std::move(job));
+      if (droppable) {
+        if (queue_.size() == urgent_ + 1) lazy_since_ = std::chrono::steady_clock::now();
+        wake = queue_.size() - urgent_ == kLazyBatch;
+      } else {
+        urgent_++;
+        wake = true;
+      }
+    }
   }
   if (records_dropped == 1)
     log::warn("records are being dropped: %zu jobs wait for the output (is its reader stalled?)", kMaxQueuedJobs);
-  if (!records_dropped) cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 void Reporter::add_perf_sample(std::vector<uint8_t>&& record) {
@@ -134,7 +149,7 @@ void Reporter::add_offcpu(const jb_offcpu_event& e) {
 
 void Reporter::add_waker(const jb_waker_event& e) { push(WakerJob{e}, true); }
 
-void Reporter::pin(pid_t pid) {
+bool Reporter::pin(pid_t pid) {
   std::string maps;
   bool first;
   {
@@ -143,15 +158,20 @@ void Reporter::pin(pid_t pid) {
   }
   // One bounded read of a /proc file: cheap enough for the ring thread.
   if (first) stack::read_small_file("/proc/" + std::to_string(pid) + "/maps", maps, 8u << 20);
+  // Before this task's first sample is read: it may run a new program.
+  python_->check_exec(pid);
+  const bool python = python_->look(pid);
   {
     std::lock_guard lk(mu_);
     if (queue_.size() >= kMaxQueuedJobs) {  // an aid to unwinding, never worth unbounded memory
       stats_.dropped++;
-      return;
+      return python;
     }
     queue_.push_front(PinJob{pid, std::move(maps)});  // ahead of the samples already queued
+    urgent_++;
   }
   cv_.notify_one();
+  return python;
 }
 void Reporter::report(TaskRecord rec, TaskContext ctx) { push(TaskJob{std::move(rec), std::move(ctx)}, false); }
 void Reporter::emit(ExitRecord rec) { push(ExitJob{std::move(rec)}, false); }
@@ -180,10 +200,16 @@ void Reporter::run() {
       busy_ = "";
       // Parked records keep the thread alive until their traces are saved
       // (the trace keeper finishes them all before the stop) or time is out.
+      // Stack jobs alone wait for a batch, a record, or kLazyDelay.
+      auto lazy_due = [&] { return lazy_since_ + kLazyDelay; };
       auto ready = [&] {
-        return !queue_.empty() || trace_done_ || (stopping_ && (impl_->parked.empty() || hurry_));
+        const size_t lazy = queue_.size() - urgent_;
+        return urgent_ > 0 || lazy >= kLazyBatch || (lazy > 0 && std::chrono::steady_clock::now() >= lazy_due()) ||
+               trace_done_ || (stopping_ && (impl_->parked.empty() || hurry_));
       };
-      if (auto deadline = impl_->parked.next_deadline())
+      auto deadline = impl_->parked.next_deadline();
+      if (queue_.size() > urgent_ && (!deadline || lazy_due() < *deadline)) deadline = lazy_due();
+      if (deadline)
         cv_.wait_until(lk, *deadline, ready);
       else
         cv_.wait(lk, ready);
@@ -203,6 +229,9 @@ void Reporter::run() {
       }
       job = std::move(queue_.front());
       queue_.pop_front();
+      if (!std::holds_alternative<SampleJob>(job) && !std::holds_alternative<OffCpuJob>(job) &&
+          !std::holds_alternative<WakerJob>(job))
+        urgent_--;
       // Out of time: records still go out, their stacks no longer.
       if (hurry_ && (std::holds_alternative<SampleJob>(job) || std::holds_alternative<OffCpuJob>(job) ||
                      std::holds_alternative<WakerJob>(job) || std::holds_alternative<PinJob>(job))) {
@@ -225,7 +254,6 @@ void Reporter::run() {
                 out_.emit(j.rec);
             } else if constexpr (std::is_same_v<T, PinJob>) {
               impl_->resolver.prepare(j.pid, host_arch().arch, std::move(j.early_maps));
-              python_->check_exec(j.pid);
             } else if constexpr (std::is_same_v<T, ForgetJob>) {
               impl_->resolver.forget(j.pid);
               python_->forget(j.pid);

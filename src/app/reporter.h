@@ -96,7 +96,9 @@ class Reporter {
   // exit right after the jank, before its samples are unwound). The maps
   // are read here, on the caller's thread, the first time: the job may run
   // seconds later on a slow machine, after a short process has exited.
-  void pin(pid_t pid);
+  // Returns whether the process runs Python (its samples are then wanted
+  // at once: Monitor asks the kernel to announce each).
+  bool pin(pid_t pid);
 
   // The sample_type the perf events were opened with (before any sample).
   void set_perf_sample_type(uint64_t t) { cfg_.perf_sample_type = t; }
@@ -149,6 +151,8 @@ class Reporter {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> queue_;
+  size_t urgent_ = 0;  // queued jobs that are not stack jobs (records, pins)
+  std::chrono::steady_clock::time_point lazy_since_;  // the oldest stack job queued alone
   std::unordered_set<pid_t> pinned_;  // maps read by pin(), until forget()
   bool stopping_ = false;
   bool hurry_ = false;      // stopping with little time left: stacks are skipped

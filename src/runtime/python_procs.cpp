@@ -41,6 +41,16 @@ void PythonProcesses::discover(pid_t pid) {
   known_[pid] = k;
 }
 
+bool PythonProcesses::look(pid_t pid) {
+  {
+    std::lock_guard lk(mu_);
+    auto it = known_.find(pid);
+    if (it != known_.end() && live_.count(pid)) return it->second.python;
+  }
+  discover(pid);
+  return is_python(pid);
+}
+
 bool PythonProcesses::is_python(pid_t pid) {
   std::lock_guard lk(mu_);
   auto it = known_.find(pid);
@@ -86,21 +96,15 @@ uint64_t PythonProcesses::ns_tid(pid_t pid, pid_t tid) {
 }
 
 PyCapture PythonProcesses::capture(pid_t pid, pid_t tid, uint64_t sample_ns) {
-  Known k;
   bool known;
   {
     std::lock_guard lk(mu_);
-    auto it = known_.find(pid);
-    known = it != known_.end();
-    if (known) k = it->second;
+    known = known_.count(pid) != 0;
   }
+  // An exec is noticed by check_exec() at the start of each long task (an
+  // exec ends the task), not here: a stat of /proc/PID/exe per sample was
+  // a quarter of jankbpf's CPU while sampling a native process.
   auto lt = live_.find(pid);
-  if (known && !k.python) {
-    // Not Python when looked at: it may have exec'd into Python since (a
-    // shell's `exec python3`); its exe's identity says so for a stat().
-    uint64_t dev = 0, ino = 0;
-    if (exe_identity(pid, &dev, &ino) && (dev != k.exe_dev || ino != k.exe_ino)) known = false;
-  }
   if (!known || lt == live_.end()) {  // first sample, or exited/exec'd since
     discover(pid);
     lt = live_.find(pid);

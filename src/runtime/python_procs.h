@@ -32,10 +32,16 @@ class PythonProcesses {
   PyCapture capture(pid_t pid, pid_t tid, uint64_t sample_ns);
   static constexpr uint64_t kMaxReadDelayNs = 100'000'000;
 
-  // Reporter thread.
+  // Ring thread: whether pid runs a supported CPython, looked at now if it
+  // was not before (once per process and exec: its symbols are read).
+  bool look(pid_t pid);
+
+  // Any thread.
   bool is_python(pid_t pid);
   // The process exec'd since it was looked at (`nice python3 app.py` is not
-  // Python when first seen): look again at its next sample.
+  // Python when first seen): look again at its next sample. Called when a
+  // task of the process turns long (an exec ends the task), so one stat()
+  // per long task, none per sample.
   void check_exec(pid_t pid);
   void forget(pid_t pid);
 

@@ -22,6 +22,7 @@
 #include "runtime/python_frames.h"
 #include "runtime/python_layout.h"
 #include "runtime/python_find.h"
+#include "runtime/python_procs.h"
 #include "stack/tree.h"
 #include "skip.h"
 
@@ -590,6 +591,51 @@ TEST_CASE("python frames of a live interpreter, found by its symbols") {
     CHECK(c.frames[3].entry);
     for (const auto& f : c.frames) CHECK_FALSE(f.unreadable);
   }
+}
+
+TEST_CASE("a process that execs into Python is looked at again when check_exec says so") {
+  auto pythons = live_pythons();
+  SKIP_UNLESS(!pythons.empty(), "no CPython 3.11/3.12 installed: live exec check not run");
+  // A shell that waits for a line, then becomes Python (`exec python3`).
+  int in[2], out[2];
+  REQUIRE(pipe(in) == 0);
+  REQUIRE(pipe(out) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[1]);
+    close(out[0]);
+    const std::string script = "printf s; read x; exec " + pythons[0] + " -c \"" + std::string(kSpinCode) + "\"";
+    execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  char c;
+  REQUIRE(::read(out[0], &c, 1) == 1);  // the shell runs
+  PythonProcesses procs;
+  CHECK_FALSE(procs.look(pid));
+  CHECK(procs.capture(pid, pid, 0).status == PyCapture::Status::None);
+  REQUIRE(::write(in[1], "\n", 1) == 1);
+  REQUIRE(::read(out[0], &c, 1) == 1);  // Python's 'r': exec'd and running
+  // Samples alone do not look again (no stat per sample) ...
+  CHECK(procs.capture(pid, pid, 0).status == PyCapture::Status::None);
+  // ... the next long task's check does.
+  procs.check_exec(pid);
+  CHECK(procs.look(pid));
+  PyCapture cap;
+  for (int i = 0; i < 100 && cap.status != PyCapture::Status::Ok; ++i) {
+    cap = procs.capture(pid, pid, 0);
+    if (cap.status != PyCapture::Status::Ok) usleep(10000);
+  }
+  CHECK(cap.status == PyCapture::Status::Ok);
+  CHECK_FALSE(cap.frames.empty());
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  close(in[1]);
+  close(out[0]);
 }
 
 TEST_CASE("a native process is not taken for Python") {
