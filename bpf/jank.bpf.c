@@ -245,9 +245,20 @@ int jb_sample(void *ctx)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct jb_thread *t = thread_of_current(tid);
 
-	if (!t || !take_sample_slot(t, bpf_ktime_get_ns()))
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!t || !take_sample_slot(t, now))
 		return 0;
 	stat_inc(JB_STAT_SAMPLES);
+	if (bpf_map_lookup_elem(&eager_pids, &t->pid)) {
+		/* The ring's wakeup runs after this handler has written the sample. */
+		struct jb_header *h = reserve_event(sizeof(*h));
+
+		if (h) {
+			fill_header(h, JB_EV_SAMPLED, t->pid, tid, now);
+			bpf_ringbuf_submit(h, 0);
+		}
+	}
 	return 1;
 }
 

@@ -67,6 +67,20 @@ struct {
 } procs SEC(".maps");
 
 /*
+ * Processes whose samples must reach userspace at once (Python: its frames
+ * are read from its memory while they still describe the sample). Others'
+ * samples wait in the perf ring until it is half full or their task ends.
+ * Written by userspace only; LRU, since a process that never janks sends no
+ * exit record to remove it by.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} eager_pids SEC(".maps");
+
+/*
  * Timers live in a map of their own: the verifier refuses any map holding a
  * bpf_timer in tracepoint/raw_tp/perf_event programs, so only the tp_btf
  * programs and the timer callback may reference this one.

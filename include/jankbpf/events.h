@@ -43,6 +43,8 @@ enum jb_event_type {
 	JB_EV_TRACE = 8,    /* a running task passed the trace bound */
 	JB_EV_TRACKED = 9,  /* a thread is watched from now (with markers: look
 			     * for marked binaries its process maps) */
+	JB_EV_SAMPLED = 10, /* a sample of an eager_pids process is in the perf
+			     * ring (a bare jb_header): read it now */
 };
 
 /* Where a watched thread is, for the per-task state breakdown. */

@@ -233,6 +233,7 @@ bool Monitor::start_stacks() {
   pc.stack_bytes = opts_.stack_bytes;
   pc.regs_mask = reg_table(host_arch().arch).sample_regs_user;
   pc.bpf_prog_fd = detector_->sample_prog_fd();
+  pc.ring_pages = ring_pages_for(pc.stack_bytes, static_cast<size_t>(sysconf(_SC_PAGESIZE)));
   std::string error;
   if (disabled_by_env("perf_sampling")) error = "disabled by JANKBPF_DISABLE";
   if (!error.empty() || !sampler_.open(pc, &error)) {
@@ -289,7 +290,25 @@ void Monitor::keep_sampling(bool on) {
 void Monitor::on_lease() {
   uint64_t n;
   (void)!read(lease_.get(), &n, sizeof n);
+  // Samples wake this thread only when half a ring is full: hand what is
+  // there to the reporter now, so it unwinds while the task runs.
+  sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
   if (detector_->long_tasks() <= 0) keep_sampling(false);
+}
+
+void Monitor::set_eager(pid_t pid, bool on) {
+  if (on == (eager_.count(pid) != 0)) return;
+  if (on && eager_.size() >= 4096) eager_.clear();  // the kernel's map is LRU: it forgets too
+  if (!detector_->set_eager(pid, on) && on) {
+    log::info("pid %d: samples not announced at once (eager map full): Python frames may read late", pid);
+    return;
+  }
+  if (on) {
+    eager_.insert(pid);
+    log::info("pid %d: Python: each sample read at once", pid);
+  } else {
+    eager_.erase(pid);
+  }
 }
 
 void Monitor::loop() {
@@ -432,6 +451,7 @@ void Monitor::on_record(std::span<const uint8_t> rec) {
       if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
       reporter_->emit(builder_.exit(e));
       reporter_->forget(static_cast<pid_t>(e.hdr.pid));
+      set_eager(static_cast<pid_t>(e.hdr.pid), false);
       exits_++;
       on_target_gone(static_cast<pid_t>(hdr.pid));
       return;
@@ -446,7 +466,13 @@ void Monitor::on_task(const jb_task_event& e) {
   switch (e.hdr.type) {
     case JB_EV_EARLY:  // stacks wanted from now on
       keep_sampling(true);
-      if (sampling_ || detector_->offcpu_enabled()) reporter_->pin(static_cast<pid_t>(e.hdr.pid));
+      if (sampling_ || detector_->offcpu_enabled()) {
+        const auto pid = static_cast<pid_t>(e.hdr.pid);
+        set_eager(pid, reporter_->pin(pid) && sampling_);
+      }
+      return;
+    case JB_EV_SAMPLED:  // an eager process's sample: its Python frames now
+      if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
       return;
     case JB_EV_CROSSING:
       log::info("pid %u tid %u crossed the threshold", e.hdr.pid, e.hdr.tid);

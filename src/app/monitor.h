@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <span>
+#include <unordered_set>
 
 #include "app/launcher.h"
 #include "app/record_builder.h"
@@ -56,6 +57,8 @@ class Monitor {
   void on_record(std::span<const uint8_t> rec);
   void on_task(const jb_task_event& e);
   void keep_sampling(bool on);
+  // Announce each sample of pid at once (a Python process) or not.
+  void set_eager(pid_t pid, bool on);
   void on_lease();
   void on_target_gone(pid_t pid);
   void emit_summary();
@@ -77,6 +80,7 @@ class Monitor {
   std::unique_ptr<TraceKeeper> traces_;
   PerfSampler sampler_;
   bool sampling_ = false;   // stacks configured
+  std::unordered_set<pid_t> eager_;  // in the kernel's eager_pids
   Fd lease_;                // while sampling is on: checks whether it is still needed
   int capture_fd_ = -1;     // trace-cmd's pidfd while a capture runs
   Launcher launcher_;

@@ -445,6 +445,13 @@ bool Detector::add_target(pid_t pid) {
   return bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &p, sizeof p, BPF_ANY) == 0;
 }
 
+bool Detector::set_eager(pid_t pid, bool on) {
+  uint32_t key = static_cast<uint32_t>(pid);
+  uint8_t one = 1;
+  if (!on) return bpf_map__delete_elem(skel_->maps.eager_pids, &key, sizeof key, 0) == 0;
+  return bpf_map__update_elem(skel_->maps.eager_pids, &key, sizeof key, &one, sizeof one, BPF_ANY) == 0;
+}
+
 KernelStats Detector::kernel_stats() const { return read_kernel_stats(bpf_map__fd(skel_->maps.stats)); }
 
 std::vector<ProgramStats> Detector::program_stats() const {

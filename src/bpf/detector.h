@@ -79,6 +79,10 @@ class Detector {
   int drain_captures();
   // Watch this process (with filter_pids), or just report its exit.
   bool add_target(pid_t pid);
+  // Each on-CPU sample of this process is announced at once (JB_EV_SAMPLED)
+  // instead of waiting in the perf ring: its Python frames must be read
+  // while they still describe the sample. False when the map is full.
+  bool set_eager(pid_t pid, bool on);
   // Markers (cfg.markers): a begin or end program at a function's entry
   // (or return) at file offset `offset` of `binary`, or at a USDT probe,
   // in every process (pid -1). `cookie` is the marker's id and flags.

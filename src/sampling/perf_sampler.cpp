@@ -12,6 +12,15 @@
 
 namespace jankbpf {
 
+size_t ring_pages_for(uint32_t stack_bytes, size_t page_size) {
+  // A sample: the stack copy, its size words, registers, a kernel
+  // callchain (up to 127 entries) and the header fields.
+  const size_t sample = size_t{stack_bytes} + 2048;
+  size_t pages = 64;
+  while (pages * page_size < 12 * sample && pages < 4096) pages *= 2;
+  return pages;
+}
+
 bool PerfSampler::open(const PerfSamplerConfig& cfg, std::string* error) {
   page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   sample_type_ = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN |
@@ -26,7 +35,11 @@ bool PerfSampler::open(const PerfSamplerConfig& cfg, std::string* error) {
   attr.sample_stack_user = cfg.stack_bytes;
   attr.exclude_callchain_user = 1;  // user stacks are unwound from the copy
   attr.disabled = 1;
-  attr.wakeup_events = 1;  // samples are few (long tasks only): deliver each at once
+  // Wake the reader when half the ring is full, not per sample: a wakeup
+  // cost more than the sample's copy. Samples that are wanted at once (a
+  // Python process's) are announced by the filter on the BPF ring instead.
+  attr.watermark = 1;
+  attr.wakeup_watermark = static_cast<uint32_t>(cfg.ring_pages * page_ / 2);
   attr.use_clockid = 1;
   attr.clockid = CLOCK_MONOTONIC;  // same clock as the BPF events
 

@@ -19,8 +19,13 @@ struct PerfSamplerConfig {
   uint32_t stack_bytes = 16384;     // PERF_SAMPLE_STACK_USER size
   uint64_t regs_mask = 0;           // PERF_SAMPLE_REGS_USER mask (arch table)
   int bpf_prog_fd = -1;             // the filter
-  size_t ring_pages = 64;           // per CPU (power of two)
+  size_t ring_pages = 64;           // per CPU (power of two); see ring_pages_for()
 };
+
+// Pages per CPU ring that hold at least 12 samples of stack_bytes (the
+// reader is woken at half: 6 samples, 60 ms at the default period; the
+// 100 ms lease drains it too).
+size_t ring_pages_for(uint32_t stack_bytes, size_t page_size);
 
 class PerfSampler {
  public:
