@@ -412,6 +412,9 @@ void Monitor::on_record(std::span<const uint8_t> rec) {
   jb_header hdr;
   memcpy(&hdr, rec.data(), sizeof hdr);
   switch (hdr.type) {
+    case JB_EV_SAMPLED:  // an eager process's sample: its Python frames now
+      if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
+      return;
     case JB_EV_TASK_END:
     case JB_EV_HANG:
     case JB_EV_CROSSING:
@@ -471,9 +474,7 @@ void Monitor::on_task(const jb_task_event& e) {
         set_eager(pid, reporter_->pin(pid) && sampling_);
       }
       return;
-    case JB_EV_SAMPLED:  // an eager process's sample: its Python frames now
-      if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
-      return;
+
     case JB_EV_CROSSING:
       log::info("pid %u tid %u crossed the threshold", e.hdr.pid, e.hdr.tid);
       return;

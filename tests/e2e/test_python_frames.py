@@ -86,10 +86,14 @@ def test_asyncio_slow_callback_has_python_frames(tmp_path, python):
     spin_line = next(i for i, l in enumerate(src, 1) if "SPIN LINE" in l)
     def_line = src.index("def slow_busy(state):") + 1
     # --dev: stack logs are counted per hour, so warm_up's log leaves room.
-    rc, records, err = run_jankbpf("--ignore-startup-time", IGNORE, "--log-type", "1", "--dev",
+    rc, records, err = run_jankbpf("-v", "--ignore-startup-time", IGNORE, "--log-type", "1", "--dev",
                                    "--report-times-per-app", "3",
                                    "--log-dir", str(tmp_path / "logs"), "--", python, str(script))
     assert rc == 0, err
+    # Other processes' samples wait in the perf ring; a Python process's are
+    # announced one by one (eager_pids), so its frames are read at once.
+    assert re.search(r"pid \d+: Python: each sample read at once", err), err[-3000:]
+    assert "malformed" not in err, err[-3000:]
     truth = [json.loads(l) for l in err.splitlines() if l.startswith("{")]
     assert len(truth) == 1, err
     assert truth[0]["version"] == [3, 11]
