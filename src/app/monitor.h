@@ -9,6 +9,8 @@
 #include <optional>
 #include <set>
 #include <span>
+#include <string>
+#include <thread>
 #include <unordered_set>
 
 #include "app/launcher.h"
@@ -51,7 +53,10 @@ class Monitor {
   void on_marker_user_gone(int pidfd);
   bool start_metrics();
   bool start_stacks();
-  void start_traces();
+  // The trace recorder, set up on a thread of its own while the BPF
+  // programs load (begin), then checked and watched (finish).
+  std::thread begin_traces();
+  void finish_traces();
   void announce_attached();
   void loop();
   void on_record(std::span<const uint8_t> rec);
@@ -78,6 +83,8 @@ class Monitor {
   std::unique_ptr<Detector> detector_;
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<TraceKeeper> traces_;
+  bool traces_ok_ = false;
+  std::string traces_error_;
   PerfSampler sampler_;
   bool sampling_ = false;   // stacks configured
   std::unordered_set<pid_t> eager_;  // in the kernel's eager_pids
