@@ -47,28 +47,50 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* ---- waits: a program pair per syscall of include/jankbpf/hooks.h ------- */
+/* ---- waits: the syscalls of include/jankbpf/hooks.h --------------------- */
 
 /*
- * jb_enter_<name>/jb_exit_<name> for event-loop waits, jb_cwenter_<name>/
- * jb_cwexit_<name> for child waits; the wait's id, not its number, travels
- * in the record (the same on every arch).
+ * As tracepoints: one program per direction and kind, attached by userspace
+ * to each wait's sys_enter_/sys_exit_ tracepoint; the syscall's number (the
+ * tracepoint's `nr`) names the wait through wait_of_nr. Four programs to
+ * verify instead of one pair per syscall: the start is shorter by that much.
+ * The wait's id, not its number, travels in the record (the same on every
+ * arch).
  */
-#define TP_WAIT_HOOKS(kind, name, on_enter, on_exit)                          \
-	SEC("tracepoint/syscalls/sys_enter_" #name)                           \
-	int jb_##kind##enter_##name(void *ctx)                                \
-	{                                                                     \
-		return on_enter();                                            \
-	}                                                                     \
-	SEC("tracepoint/syscalls/sys_exit_" #name)                            \
-	int jb_##kind##exit_##name(void *ctx)                                 \
-	{                                                                     \
-		return on_exit(JB_WAIT_##name);                               \
-	}
-#define EVENT_WAIT(name) TP_WAIT_HOOKS(, name, on_wait_enter, on_wait_exit)
-#define CHILD_WAIT(name) TP_WAIT_HOOKS(cw, name, on_child_wait_enter, on_child_wait_exit)
-JB_EVENT_WAITS(EVENT_WAIT)
-JB_CHILD_WAITS(CHILD_WAIT)
+static __always_inline __u32 wait_of(long nr)
+{
+	if (nr < 0 || nr >= JB_MAX_SYSCALL_NR)
+		return JB_WAIT_NR;
+	return wait_of_nr[nr] ? wait_of_nr[nr] - 1 : JB_WAIT_NR;
+}
+
+SEC("tracepoint")
+int jb_tp_wait_enter(struct syscall_trace_enter *ctx)
+{
+	return on_wait_enter();
+}
+
+SEC("tracepoint")
+int jb_tp_wait_exit(struct syscall_trace_exit *ctx)
+{
+	__u32 id = wait_of(ctx->nr);
+
+	return id < JB_WAIT_NR ? on_wait_exit(id) : 0;
+}
+
+SEC("tracepoint")
+int jb_tp_cwait_enter(struct syscall_trace_enter *ctx)
+{
+	return on_child_wait_enter();
+}
+
+SEC("tracepoint")
+int jb_tp_cwait_exit(struct syscall_trace_exit *ctx)
+{
+	__u32 id = wait_of(ctx->nr);
+
+	return id < JB_WAIT_NR ? on_child_wait_exit(id) : 0;
+}
 
 SEC("tracepoint/syscalls/sys_enter_setpgid")
 int jb_job_setpgid(struct syscall_trace_enter *ctx)

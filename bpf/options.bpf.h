@@ -13,6 +13,9 @@
 #define TASK_NOLOAD 0x400
 
 /* Options, set by userspace between open and load. */
+/* The wait-hook tracepoints: syscall number -> 1 + enum jb_wait_id (0: not
+ * a wait). */
+const volatile __u8 wait_of_nr[JB_MAX_SYSCALL_NR] = {};
 const volatile __u64 threshold_ns = 150 * 1000000ull;
 const volatile __u64 hang_ns = 3000 * 1000000ull;
 const volatile __u64 ignore_startup_ns = 10 * 1000000000ull;

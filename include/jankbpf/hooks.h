@@ -16,6 +16,9 @@
 /* A job-control shell's waits for its foreground job (see bpf/waits.bpf.h). */
 #define JB_CHILD_WAITS(X) X(wait4) X(waitid)
 
+/* Syscall numbers below this index the BPF side's wait_of_nr table. */
+#define JB_MAX_SYSCALL_NR 512
+
 /* jb_task_event.wait_syscall: which wait a task began from. */
 enum jb_wait_id {
 #define JB_X(name) JB_WAIT_##name,

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "arch/arch.h"
+#include "bpf/hooks.h"
 #include "bpf/libbpf_log.h"
 #include "bpf/test_seams.h"
 #include "jank.skel.h"
@@ -39,11 +40,11 @@ bool btf_has_func(const btf* vmlinux, const std::string& name) {
   return vmlinux && btf__find_by_name_kind(vmlinux, name.c_str(), BTF_KIND_FUNC) > 0;
 }
 
-// The wait hooks, from the table both sides share (include/jankbpf/hooks.h).
+// The wait hooks as trampolines, from the table both sides share
+// (include/jankbpf/hooks.h). As tracepoints they are four shared programs.
 struct WaitProgs {
   const char* name;
   bool child;
-  bpf_program *tp_enter, *tp_exit;
   bpf_program *fentry[3], *fexit[3];  // slot 0 native, 1-2 ia32
 };
 
@@ -52,18 +53,37 @@ std::vector<WaitProgs> wait_programs(jank_bpf* skel) {
   (void)p;
   return {
 #define JB_X(n)                                                        \
-  {#n, false, p.jb_enter_##n, p.jb_exit_##n,                            \
+  {#n, false,                                                           \
    {p.jb_fenter0_##n, p.jb_fenter1_##n, p.jb_fenter2_##n},              \
    {p.jb_fexit0_##n, p.jb_fexit1_##n, p.jb_fexit2_##n}},
       JB_EVENT_WAITS(JB_X)
 #undef JB_X
 #define JB_X(n)                                                        \
-  {#n, true, p.jb_cwenter_##n, p.jb_cwexit_##n,                         \
+  {#n, true,                                                            \
    {p.jb_cwfenter0_##n, p.jb_cwfenter1_##n, p.jb_cwfenter2_##n},        \
    {p.jb_cwfexit0_##n, p.jb_cwfexit1_##n, p.jb_cwfexit2_##n}},
       JB_CHILD_WAITS(JB_X)
 #undef JB_X
   };
+}
+
+// The waits this arch has whose tracepoints this kernel has, with their
+// syscall numbers.
+struct TpWait {
+  std::string name;
+  bool child;
+  long nr;
+};
+std::vector<TpWait> tracepoint_waits() {
+  std::vector<TpWait> out;
+  for (bool child : {false, true})
+    for (const auto& w : child ? host_arch().child_waits : host_arch().wait_syscalls) {
+      std::string name(w.name);
+      long nr = host_syscall_nr(name);
+      if (nr >= 0 && nr < JB_MAX_SYSCALL_NR && tracefs::has_event("syscalls", "sys_enter_" + name))
+        out.push_back({name, child, nr});
+    }
+  return out;
 }
 
 // The kernel functions of a syscall that exist here, native first; empty
@@ -114,14 +134,17 @@ void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu
   bpf_program__set_autoload(skel->progs.jb_job_setpgid,
                             !trampolines && tracefs::has_event("syscalls", "sys_enter_setpgid"));
 
-  // Wait hooks: only the syscalls this arch has and this kernel has.
+  // Wait hooks: only the syscalls this arch has and this kernel has. The
+  // tracepoint programs are attached by attach_wait_tracepoints().
+  for (auto* p : {skel->progs.jb_tp_wait_enter, skel->progs.jb_tp_wait_exit, skel->progs.jb_tp_cwait_enter,
+                  skel->progs.jb_tp_cwait_exit}) {
+    bpf_program__set_autoload(p, !trampolines);
+    bpf_program__set_autoattach(p, false);
+  }
   for (const WaitProgs& h : wait_programs(skel)) {
     bool here = false;
     for (const auto& w : h.child ? host_arch().child_waits : host_arch().wait_syscalls)
       here |= w.name == h.name;
-    const bool tp = here && !trampolines && tracefs::has_event("syscalls", std::string("sys_enter_") + h.name);
-    bpf_program__set_autoload(h.tp_enter, tp);
-    bpf_program__set_autoload(h.tp_exit, tp);
     std::vector<std::string> fns = here && trampolines ? present_functions(vmlinux, h.name)
                                                        : std::vector<std::string>{};
     for (size_t slot = 0; slot < 3; slot++) {
@@ -207,11 +230,19 @@ std::unique_ptr<Detector> Detector::start(const DetectorConfig& cfg, RecordHandl
   capture_libbpf_log();
   std::unique_ptr<Detector> d(new Detector());
   d->handler_ = std::move(handler);
-  // Parsed once here (libbpf parses it again for CO-RE): ~10 ms of start-up.
+  const uint64_t t0 = monotonic_ns();
+  // Parsed once here (libbpf parses it again for CO-RE): ~5 ms of start-up.
   std::unique_ptr<btf, BtfDeleter> vmlinux(btf__load_vmlinux_btf());
+  const uint64_t t1 = monotonic_ns();
   const bool trampolines = probe_trampolines(cfg, vmlinux.get(), features);
+  const uint64_t t2 = monotonic_ns();
   if (!d->load_best(cfg, trampolines, vmlinux.get(), features, error)) return nullptr;
-  if (d->attach(error)) return d;
+  const uint64_t t3 = monotonic_ns();
+  if (d->attach(error)) {
+    log::info("start: kernel BTF %.1f ms, trampoline probe %.1f ms, load %.1f ms, attach %.1f ms", (t1 - t0) / 1e6,
+               (t2 - t1) / 1e6, (t3 - t2) / 1e6, (monotonic_ns() - t3) / 1e6);
+    return d;
+  }
   if (!d->trampolines_ || cfg.hooks == HookKind::Trampoline) return nullptr;
   // The probe attached one, yet these did not: say so, take the tracepoints.
   features->set("trampolines", false, *error, "syscall tracepoints");
@@ -328,6 +359,8 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const btf* vmli
   ro->state_in_task = plan.state_in_task;
   ro->use_task_from_pid = plan.task_from_pid;
   ro->scan_watchdog = plan.mode == WatchdogMode::Scan;
+  for (const TpWait& w : tracepoint_waits())
+    ro->wait_of_nr[w.nr] = static_cast<uint8_t>(wait_id(w.name) + 1);
   // The maps that do not hold the state are kept, unused, at one entry;
   // the tid stash holds ~17 KB an entry, preallocated: room for 256
   // threads asleep inside a task at once.
@@ -365,6 +398,7 @@ bool Detector::attach(std::string* error) {
     *error = std::string("attaching BPF programs failed: ") + strerror(-err);
     return false;
   }
+  if (!trampolines_ && !attach_wait_tracepoints(error)) return false;
   bpf_program* prog;
   attached_ = 0;
   bpf_object__for_each_program(prog, skel_->obj) attached_ += bpf_program__autoload(prog);
@@ -385,6 +419,25 @@ bool Detector::attach(std::string* error) {
   if (!rb_ || (!captures_rb_ && !test_seams::one_ring())) {
     *error = std::string("cannot set up the ring buffers: ") + strerror(errno);
     return false;
+  }
+  return true;
+}
+
+// The four shared tracepoint programs, on each wait's entry and exit.
+bool Detector::attach_wait_tracepoints(std::string* error) {
+  for (const TpWait& w : tracepoint_waits()) {
+    auto& p = skel_->progs;
+    for (bool enter : {true, false}) {
+      bpf_program* prog = w.child ? (enter ? p.jb_tp_cwait_enter : p.jb_tp_cwait_exit)
+                                  : (enter ? p.jb_tp_wait_enter : p.jb_tp_wait_exit);
+      const std::string tp = (enter ? "sys_enter_" : "sys_exit_") + w.name;
+      bpf_link* link = bpf_program__attach_tracepoint(prog, "syscalls", tp.c_str());
+      if (!link) {
+        *error = "attaching to syscalls:" + tp + " failed: " + strerror(errno);
+        return false;
+      }
+      extra_links_.emplace_back(link);
+    }
   }
   return true;
 }

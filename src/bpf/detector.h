@@ -121,6 +121,7 @@ class Detector {
   static bool probe_trampolines(const DetectorConfig& cfg, const btf* vmlinux, FeatureSet* features);
   bool attach(std::string* error);
   bool attach_scan_tick(std::string* error);
+  bool attach_wait_tracepoints(std::string* error);
   bool keep_marker_link(bpf_link* link, std::string* error, uint64_t* id);
   bool share_one_ring(std::string* error);
 

@@ -1,5 +1,7 @@
 #include "bpf/hooks.h"
 
+#include <asm/unistd.h>
+
 #include "jankbpf/hooks.h"
 
 namespace jankbpf {
@@ -12,6 +14,52 @@ std::string_view wait_name(uint32_t wait_id) {
   };
   static_assert(std::size(kNames) == JB_WAIT_NR);
   return wait_id < JB_WAIT_NR ? kNames[wait_id] : std::string_view{};
+}
+
+uint32_t wait_id(std::string_view name) {
+  for (uint32_t id = 0; id < JB_WAIT_NR; id++)
+    if (wait_name(id) == name) return id;
+  return JB_WAIT_NR;
+}
+
+long host_syscall_nr(std::string_view name) {
+  // The kernel headers of the arch this binary is built for (arm64 has no
+  // epoll_wait, poll or select).
+  static constexpr struct {
+    std::string_view name;
+    long nr;
+  } kNumbers[] = {
+#ifdef __NR_epoll_wait
+      {"epoll_wait", __NR_epoll_wait},
+#endif
+#ifdef __NR_epoll_pwait
+      {"epoll_pwait", __NR_epoll_pwait},
+#endif
+#ifdef __NR_epoll_pwait2
+      {"epoll_pwait2", __NR_epoll_pwait2},
+#endif
+#ifdef __NR_poll
+      {"poll", __NR_poll},
+#endif
+#ifdef __NR_ppoll
+      {"ppoll", __NR_ppoll},
+#endif
+#ifdef __NR_select
+      {"select", __NR_select},
+#endif
+#ifdef __NR_pselect6
+      {"pselect6", __NR_pselect6},
+#endif
+#ifdef __NR_wait4
+      {"wait4", __NR_wait4},
+#endif
+#ifdef __NR_waitid
+      {"waitid", __NR_waitid},
+#endif
+  };
+  for (const auto& n : kNumbers)
+    if (n.name == name) return n.nr;
+  return -1;
 }
 
 }  // namespace jankbpf

@@ -15,6 +15,9 @@ std::mutex g_mu;
 std::string g_last;  // libbpf's non-debug output since the last clear, at most 4 KB
 
 int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list ap) {
+  // libbpf says something for every relocation: thousands of debug lines
+  // at load, not worth formatting unless they are shown.
+  if (level == LIBBPF_DEBUG && !log::enabled(log::Level::Debug)) return 0;
   char buf[1024];
   vsnprintf(buf, sizeof buf, fmt, ap);
   if (level != LIBBPF_DEBUG) {

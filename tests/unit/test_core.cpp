@@ -1,6 +1,7 @@
 // Unit tests for the core: option parsing, record rendering, /proc parsing,
 // the per-arch table and kernel-event conversion.
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -278,6 +279,18 @@ TEST_CASE("per-arch wait syscall tables", "[arch]") {
   CHECK(wait_name(JB_WAIT_pselect6) == "pselect6");
   CHECK(wait_name(JB_WAIT_wait4) == "wait4");
   CHECK(wait_name(JB_WAIT_NR).empty());
+  CHECK(wait_id("ppoll") == JB_WAIT_ppoll);
+  CHECK(wait_id("getppid") == JB_WAIT_NR);
+  // The tracepoint programs name the wait by the syscall number: every wait
+  // of this build's arch has one, inside the BPF side's table.
+  CHECK(host_syscall_nr("ppoll") == SYS_ppoll);
+  CHECK(host_syscall_nr("getppid") == -1);
+  for (const auto* waits : {&host_arch().wait_syscalls, &host_arch().child_waits})
+    for (const auto& w : *waits) {
+      INFO(w.name);
+      CHECK(host_syscall_nr(w.name) >= 0);
+      CHECK(host_syscall_nr(w.name) < JB_MAX_SYSCALL_NR);
+    }
   // Every wait an arch has is in the shared table.
   for (const auto* a : {&x86, &arm})
     for (const auto& w : a->wait_syscalls) {
