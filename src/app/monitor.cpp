@@ -41,7 +41,7 @@ constexpr std::chrono::milliseconds kEndBudget{15000};
 
 // While sampling is on, how often to check whether a task is still long.
 constexpr int64_t kLeaseNs = 100'000'000;
-// How often the kernel's loss counters are looked at (for DropNotices).
+// How often at most the kernel's loss counters are looked at (DropNotices).
 constexpr int kDropCheckMs = 1000;
 
 bool epoll_add(int epfd, int fd, uint64_t tag) {
@@ -327,7 +327,10 @@ void Monitor::set_eager(pid_t pid, bool on) {
 void Monitor::loop() {
   epoll_event events[16];
   while (running_) {
-    int n = epoll_wait(epoll_.get(), events, 16, kDropCheckMs);
+    // No timeout: an idle machine must not wake jankbpf. The kernel's loss
+    // counters are looked at when something arrives (a full ring means
+    // records were arriving), at most once a second, and in the summary.
+    int n = epoll_wait(epoll_.get(), events, 16, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
       log::error("epoll_wait: %s", strerror(errno));
