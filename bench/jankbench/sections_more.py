@@ -57,8 +57,8 @@ def stacks(doc, d):
     w = d.get("warm")
     if w:
         items.append(f"Warm (issue 12): `{w['target_argv']}` watched by `jankbpf --pid PID "
-                     f"--ignore-startup-time 3`; the first spin warms jankbpf's caches of the target, then "
-                     f"{w['janks'] - 1} more: {w['warm_samples']} samples, {w['warm_cpu_ms']:.1f} ms of "
+                     f"--ignore-startup-time 3`; the first task warms jankbpf's caches of the target "
+                     f"(a sleep, so its off-CPU capture loads kallsyms too), then {w['janks'] - 1} spins: {w['warm_samples']} samples, {w['warm_cpu_ms']:.1f} ms of "
                      f"jankbpf's own CPU (schedstat, all its threads) from the first record's arrival to the "
                      f"last's: **{fmt(w['us_per_sample'], '.1f')} µs per sample**; {w['lost']} lost.")
     doc.bullets(items, term=True)
