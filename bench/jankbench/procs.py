@@ -166,11 +166,23 @@ def bpftool_json(*args):
 
 
 def perf_attachments(pid: int) -> dict[int, str]:
-    """prog id -> tracepoint/event name, for perf-event attachments of pid."""
-    out = {}
+    """prog id -> tracepoint/event name, for perf-event attachments of pid;
+    a program on several tracepoints (jankbpf's shared wait hooks) gets
+    them all, as sys_enter_{epoll_wait,ppoll,...}."""
+    names: dict[int, list[str]] = {}
     for a in bpftool_json("perf", "list"):
         if a.get("pid") == pid:
-            out[a["prog_id"]] = a.get("tracepoint") or a.get("event") or a.get("fd_type", "?")
+            n = a.get("tracepoint") or a.get("event") or a.get("fd_type", "?")
+            if n not in names.setdefault(a["prog_id"], []):
+                names[a["prog_id"]].append(n)
+    out = {}
+    for pid_, ns in names.items():
+        if len(ns) == 1:
+            out[pid_] = ns[0]
+            continue
+        head = os.path.commonprefix(ns)
+        head = head[:head.rfind("_") + 1] if "_" in head else ""
+        out[pid_] = head + "{" + ",".join(sorted(n[len(head):] for n in ns)) + "}"
     return out
 
 
