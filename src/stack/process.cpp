@@ -60,6 +60,11 @@ bool Process::reload_maps() {
   }
   maps_text_ = std::move(text);
   maps_ = std::move(parsed);
+  struct stat exe {};
+  if (stat(proc_path("exe").c_str(), &exe) == 0) {
+    exe_dev_ = exe.st_dev;
+    exe_ino_ = exe.st_ino;
+  }
   log::debug("maps of pid %d read: %zu entries", pid_, maps_.entries().size());
   maps_loaded_ = true;
   mapped_.clear();
@@ -75,9 +80,17 @@ bool Process::reload_maps() {
   return true;
 }
 
-bool Process::maybe_refresh() {
+bool Process::exec_since_maps() const {
+  struct stat exe {};
+  if (!maps_loaded_ || stat(proc_path("exe").c_str(), &exe) != 0) return false;
+  return exe.st_dev != exe_dev_ || exe.st_ino != exe_ino_;
+}
+
+bool Process::maybe_refresh() { return maybe_refresh(owner_.options().maps_refresh_interval); }
+
+bool Process::maybe_refresh(std::chrono::milliseconds interval) {
   auto now = std::chrono::steady_clock::now();
-  if (maps_loaded_ && now - last_reload_ < owner_.options().maps_refresh_interval) return false;
+  if (maps_loaded_ && now - last_reload_ < interval) return false;
   return reload_maps();
 }
 

@@ -47,6 +47,12 @@ class Process {
   void remember_maps(std::string text) { early_maps_ = std::move(text); }
   // reload_maps(), at most once per ResolverOptions::maps_refresh_interval.
   bool maybe_refresh();
+  // The same, with the caller's interval (Resolver::prepare's: a long task's
+  // pin re-reads the maps only when the last read is that old).
+  bool maybe_refresh(std::chrono::milliseconds interval);
+  // The process runs another executable than when its maps were read (an
+  // exec): one stat() of /proc/PID/exe.
+  bool exec_since_maps() const;
 
   struct Mapped {
     std::shared_ptr<Module> module;  // null: the file could not be opened/parsed
@@ -107,6 +113,7 @@ class Process {
   ProcMaps maps_;
   bool maps_loaded_ = false;
   uint64_t va_mask_ = ~uint64_t{0};
+  uint64_t exe_dev_ = 0, exe_ino_ = 0;  // /proc/PID/exe when the maps were read
   std::chrono::steady_clock::time_point last_reload_{};
   std::unordered_map<uint64_t, Mapped> mapped_;  // by mapping start
   // Owners allowed for files we open from its root (util/safe_open).

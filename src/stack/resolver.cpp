@@ -102,7 +102,13 @@ Process* Resolver::process(pid_t pid, Arch arch) {
 void Resolver::prepare(pid_t pid, Arch arch, std::string early_maps) {
   Process* p = process(pid, arch);
   if (!early_maps.empty()) p->remember_maps(std::move(early_maps));
-  if (!p->reload_maps() && !p->has_maps()) return;
+  // A process that janks again and again is pinned at every long task; its
+  // maps are re-read here at most every few seconds (reading them cost
+  // ~0.1 ms a task). A sample at an address outside them re-reads them at
+  // once anyway (dlopen, JIT), and an exec is checked for here.
+  if (p->exec_since_maps()) p->reload_maps();
+  else p->maybe_refresh(opts_.pin_maps_interval);
+  if (!p->has_maps()) return;
   // The cheap things that need the live process first (opening a large
   // binary's modules takes seconds, and the process may exit meanwhile).
   bool jit = std::any_of(p->maps().entries().begin(), p->maps().entries().end(),

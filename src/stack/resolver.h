@@ -53,6 +53,8 @@ struct ResolverOptions {
   bool source_lines = true;
   // An unknown PC re-reads /proc/PID/maps at most this often per process.
   std::chrono::milliseconds maps_refresh_interval{50};
+  // prepare()'s: how old the maps may be before a pin reads them again.
+  std::chrono::milliseconds pin_maps_interval{5000};
   // Processes kept (least recently used beyond this are dropped). Each
   // holds a libdwfl session with one descriptor per module it touched.
   size_t max_processes = 64;

@@ -741,3 +741,40 @@ TEST_CASE("symbolize_user names walked return addresses and stops at non-code", 
   CHECK(gone[0].symbol.empty());
   CHECK(gone[0].pc == leaf);
 }
+
+TEST_CASE("a pin re-reads a process's maps only when they are old or it exec'd", "[stack]") {
+  // A shell that waits for a line, then becomes /bin/sleep.
+  int in[2];
+  REQUIRE(::pipe(in) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(in[0], 0);
+    ::close(in[1]);
+    ::execl("/bin/sh", "sh", "-c", "read x; exec sleep 30", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  auto maps_of = [&] {
+    std::string text;
+    read_small_file("/proc/" + std::to_string(pid) + "/maps", text);
+    return text;
+  };
+  for (int i = 0; i < 200 && maps_of().find("/sh") == std::string::npos &&
+                  maps_of().find("dash") == std::string::npos;
+       ++i)
+    ::usleep(10000);
+  Resolver r;
+  r.prepare(pid, host_arch().arch);
+  CHECK(r.stats().maps_reloads == 1);
+  r.prepare(pid, host_arch().arch);  // the next long task, nothing changed: no read
+  CHECK(r.stats().maps_reloads == 1);
+  REQUIRE(::write(in[1], "\n", 1) == 1);
+  for (int i = 0; i < 200 && maps_of().find("sleep") == std::string::npos; ++i) ::usleep(10000);
+  REQUIRE(maps_of().find("sleep") != std::string::npos);
+  r.prepare(pid, host_arch().arch);  // exec'd: read again at once
+  CHECK(r.stats().maps_reloads == 2);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  ::close(in[1]);
+}
