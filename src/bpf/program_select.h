@@ -1,0 +1,35 @@
+// Which of bpf/jank.bpf.c's programs load for a plan (the watchdog's kind,
+// stacks, off-CPU captures, markers, trampolines or tracepoints), and which
+// waits have tracepoints here. Detector::load and attach use them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bpf/modes.h"
+
+struct jank_bpf;
+struct btf;
+
+namespace jankbpf {
+
+bool btf_has_func(const btf* vmlinux, const std::string& name);
+
+// The waits this arch has whose tracepoints this kernel has, with their
+// syscall numbers (the shared tracepoint programs name the wait by it).
+struct TpWait {
+  std::string name;
+  bool child;
+  long nr;
+};
+std::vector<TpWait> tracepoint_waits();
+
+// The kernel functions of a syscall that exist here, native first; empty
+// when the native one is missing (the arch does not have the syscall).
+std::vector<std::string> present_functions(const btf* vmlinux, const std::string& syscall);
+
+// Sets autoload (and trampoline targets) on the skeleton's programs.
+void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu, bool markers,
+                     bool trampolines, const btf* vmlinux);
+
+}  // namespace jankbpf
