@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import tempfile
+import time
 
 import jankrun
 
@@ -50,8 +51,12 @@ class Jankbpf(jankrun.Jankbpf):
     def stack_logs(self) -> list[str]:
         return [os.path.join(self.log_dir, f) for f in self.logs() if f.startswith("stack-")]
 
-    def finish(self) -> dict:
-        """SIGTERM; the summary record."""
+    def finish(self, exit_within: float = 0.0) -> dict:
+        """SIGTERM (after up to `exit_within` s for it to exit by itself,
+        as it does when its --pid target is gone); the summary record."""
+        deadline = time.monotonic() + exit_within
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         self.stop_s = self.signal_stop(signal.SIGTERM, 30)
         self.join(5)
         s = self.timed("summary")

@@ -28,10 +28,7 @@ def accuracy(ctx) -> dict:
         t.release()
         t.wait_done(60)
         rc = t.wait(30)
-        deadline = time.monotonic() + 15
-        while jb.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)  # jankbpf exits by itself when its --pid target is gone
-        summary = jb.finish()
+        summary = jb.finish(exit_within=15)  # it exits by itself once its --pid target is gone
         res["target_exit"] = rc
     finally:
         t.kill()

@@ -8,7 +8,6 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 
 from jankrun import LineReader
 from target import Target
@@ -136,10 +135,7 @@ def stack_run(args, with_bpftrace: bool):
         t.release()
         t.wait_done(30)
         t.wait(30)
-        deadline = time.monotonic() + 10
-        while jb.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        summary = jb.finish()
+        summary = jb.finish(exit_within=10)  # it exits by itself once its --pid target is gone
     finally:
         t.kill()
     nlogs, tot, reach, size = _log_share(jb)
@@ -192,10 +188,7 @@ def warm_run() -> dict:
             samples += hit[1].get("samples", 0)
         cpu1 = proc_cpu_ns(jb.pid)
         t.wait(30)
-        deadline = time.monotonic() + 10
-        while jb.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        summary = jb.finish()
+        summary = jb.finish(exit_within=10)  # it exits by itself once its --pid target is gone
     finally:
         t.kill()
     return {"tasks": n, "janks": janks, "first_samples": first[1].get("samples", 0),
@@ -245,10 +238,7 @@ def node(ctx) -> dict:
         second = jb.wait_record(is_jank, 30, first[2] + 1 if first else 0)
         cpu2 = proc_cpu_split_ns(jb.pid)[0]
         p.wait(30)
-        deadline = time.monotonic() + 10
-        while jb.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        summary = jb.finish()
+        summary = jb.finish(exit_within=10)  # it exits by itself once its --pid target is gone
     finally:
         stop(p)
     res = {"samples": summary.get("samples"), "janks": summary.get("janks")}
