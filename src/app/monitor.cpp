@@ -126,7 +126,7 @@ int Monitor::run() {
   out_->wait_for_reader_until(std::chrono::steady_clock::now() + (asked_to_stop_ ? kStopBudget : kEndBudget));
   detector_->drain_captures();
   detector_->drain();
-  if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
+  drain_samples();
   // trace-cmd extract of a full buffer can take seconds under load: after a
   // stop request it gets 300 ms, then the text trace is saved instead.
   if (traces_) traces_->shutdown(asked_to_stop_ ? std::chrono::milliseconds(300) : kEndBudget);
@@ -388,7 +388,7 @@ void Monitor::on_record(std::span<const uint8_t> rec) {
   memcpy(&hdr, rec.data(), sizeof hdr);
   switch (hdr.type) {
     case JB_EV_SAMPLED:  // an eager process's sample: its Python frames now
-      if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
+      drain_samples();
       return;
     case JB_EV_TASK_END:
     case JB_EV_HANG:
@@ -426,7 +426,7 @@ void Monitor::on_record(std::span<const uint8_t> rec) {
       // What the process left on the other ring and in the perf buffers is
       // unwound before it is forgotten (its maps are gone by then).
       detector_->drain_captures();
-      if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
+      drain_samples();
       reporter_->emit(builder_.exit(e));
       reporter_->forget(static_cast<pid_t>(e.hdr.pid));
       set_eager(static_cast<pid_t>(e.hdr.pid), false);
@@ -449,7 +449,6 @@ void Monitor::on_task(const jb_task_event& e) {
         set_eager(pid, reporter_->pin(pid) && sampling_);
       }
       return;
-
     case JB_EV_CROSSING:
       log::info("pid %u tid %u crossed the threshold", e.hdr.pid, e.hdr.tid);
       return;
@@ -464,7 +463,7 @@ void Monitor::on_task(const jb_task_event& e) {
   // A jank or a hang: the reporter adds stacks and logs, then writes it.
   // Its off-CPU captures came before it, on their own ring.
   detector_->drain_captures();
-  if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
+  drain_samples();
   Reporter::TaskContext ctx;
   ctx.begin_ns = e.begin_ns;
   ctx.end_ns = e.end_ns;

@@ -62,6 +62,8 @@ class Monitor {
   void on_record(std::span<const uint8_t> rec);
   void on_task(const jb_task_event& e);
   void keep_sampling(bool on);
+  // Every perf sample waiting in the rings to the reporter.
+  void drain_samples();
   // Announce each sample of pid at once (a Python process) or not.
   void set_eager(pid_t pid, bool on);
   void on_lease();

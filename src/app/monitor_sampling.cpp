@@ -35,8 +35,12 @@ void Monitor::on_lease() {
   (void)!read(lease_.get(), &n, sizeof n);
   // Samples wake this thread only when half a ring is full: hand what is
   // there to the reporter now, so it unwinds while the task runs.
-  sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
+  drain_samples();
   if (detector_->long_tasks() <= 0) keep_sampling(false);
+}
+
+void Monitor::drain_samples() {
+  if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
 }
 
 void Monitor::set_eager(pid_t pid, bool on) {

@@ -38,6 +38,13 @@ constexpr auto kLazyDelay = std::chrono::milliseconds(50);
 
 }  // namespace
 
+// Samples, off-CPU captures and wakers: droppable (bounded, an aid to the
+// record) and lazy (batched); everything else is a record or a pin.
+bool Reporter::is_stack_job(const Job& job) {
+  return std::holds_alternative<SampleJob>(job) || std::holds_alternative<OffCpuJob>(job) ||
+         std::holds_alternative<WakerJob>(job);
+}
+
 Reporter::Reporter(ReporterConfig cfg, Output& out)
     : impl_(std::make_unique<Impl>()),
       python_(std::make_unique<runtime::PythonProcesses>()),
@@ -100,7 +107,8 @@ void Reporter::copy_bounds() {
   stats_.memo_resets = rs.memo_resets;
 }
 
-void Reporter::push(Job job, bool droppable) {
+void Reporter::push(Job job) {
+  const bool droppable = is_stack_job(job);
   uint64_t records_dropped = 0;
   bool wake = false;
   {
@@ -136,7 +144,7 @@ void Reporter::add_perf_sample(std::vector<uint8_t>&& record) {
   stack::PerfSampleView v;
   if (stack::parse_perf_sample(job.record, cfg_.perf_sample_type, cfg_.regs_mask, v))
     job.python = python_->capture(static_cast<pid_t>(v.pid), static_cast<pid_t>(v.tid), v.time);
-  push(std::move(job), true);
+  push(std::move(job));
 }
 
 void Reporter::add_offcpu(const jb_offcpu_event& e) {
@@ -144,10 +152,10 @@ void Reporter::add_offcpu(const jb_offcpu_event& e) {
   memcpy(copy.get(), &e, sizeof e);
   // Still off the CPU in the task: its Python frames are where it waits.
   auto py = python_->capture(static_cast<pid_t>(e.hdr.pid), static_cast<pid_t>(e.hdr.tid), 0);
-  push(OffCpuJob{std::move(copy), std::move(py)}, true);
+  push(OffCpuJob{std::move(copy), std::move(py)});
 }
 
-void Reporter::add_waker(const jb_waker_event& e) { push(WakerJob{e}, true); }
+void Reporter::add_waker(const jb_waker_event& e) { push(WakerJob{e}); }
 
 bool Reporter::pin(pid_t pid) {
   std::string maps;
@@ -173,14 +181,14 @@ bool Reporter::pin(pid_t pid) {
   cv_.notify_one();
   return python;
 }
-void Reporter::report(TaskRecord rec, TaskContext ctx) { push(TaskJob{std::move(rec), std::move(ctx)}, false); }
-void Reporter::emit(ExitRecord rec) { push(ExitJob{std::move(rec)}, false); }
+void Reporter::report(TaskRecord rec, TaskContext ctx) { push(TaskJob{std::move(rec), std::move(ctx)}); }
+void Reporter::emit(ExitRecord rec) { push(ExitJob{std::move(rec)}); }
 void Reporter::forget(pid_t pid) {
   {
     std::lock_guard lk(mu_);
     pinned_.erase(pid);
   }
-  push(ForgetJob{pid}, false);
+  push(ForgetJob{pid});
 }
 
 void Reporter::run() {
@@ -229,12 +237,10 @@ void Reporter::run() {
       }
       job = std::move(queue_.front());
       queue_.pop_front();
-      if (!std::holds_alternative<SampleJob>(job) && !std::holds_alternative<OffCpuJob>(job) &&
-          !std::holds_alternative<WakerJob>(job))
-        urgent_--;
+      const bool stack_job = is_stack_job(job);
+      if (!stack_job) urgent_--;
       // Out of time: records still go out, their stacks no longer.
-      if (hurry_ && (std::holds_alternative<SampleJob>(job) || std::holds_alternative<OffCpuJob>(job) ||
-                     std::holds_alternative<WakerJob>(job) || std::holds_alternative<PinJob>(job))) {
+      if (hurry_ && (stack_job || std::holds_alternative<PinJob>(job))) {
         stats_.dropped++;
         continue;
       }

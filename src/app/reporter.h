@@ -126,7 +126,8 @@ class Reporter {
   struct PinJob { pid_t pid; std::string early_maps; };
   using Job = std::variant<SampleJob, OffCpuJob, WakerJob, TaskJob, ExitJob, ForgetJob, PinJob>;
 
-  void push(Job job, bool droppable);
+  static bool is_stack_job(const Job& job);
+  void push(Job job);
   void run();
   void handle(SampleJob& j);
   void handle(OffCpuJob& j);
