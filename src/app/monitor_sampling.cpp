@@ -47,12 +47,12 @@ void Monitor::set_eager(pid_t pid, bool on) {
   if (on == (eager_.count(pid) != 0)) return;
   if (on && eager_.size() >= 4096) eager_.clear();  // the kernel's map is LRU: it forgets too
   if (!detector_->set_eager(pid, on) && on) {
-    log::info("pid %d: samples not announced at once (eager map full): Python frames may read late", pid);
+    log::info("pid %d: samples not announced at once (eager map full): runtime frames may read late", pid);
     return;
   }
   if (on) {
     eager_.insert(pid);
-    log::info("pid %d: Python: each sample read at once", pid);
+    log::info("pid %d: Python or JavaScript: each sample read at once", pid);
   } else {
     eager_.erase(pid);
   }

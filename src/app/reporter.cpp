@@ -12,9 +12,10 @@
 #include <unordered_map>
 
 #include "app/reporter_impl.h"
+#include "arch/regs.h"
 #include "logs/log_dir.h"
 #include "logs/quota.h"
-#include "runtime/python_procs.h"
+#include "runtime/runtime_procs.h"
 #include "stack/maps.h"
 #include "stack/perf_sample.h"
 #include "stack/resolver.h"
@@ -47,7 +48,7 @@ bool Reporter::is_stack_job(const Job& job) {
 
 Reporter::Reporter(ReporterConfig cfg, Output& out)
     : impl_(std::make_unique<Impl>()),
-      python_(std::make_unique<runtime::PythonProcesses>()),
+      python_(std::make_unique<runtime::RuntimeProcesses>()),
       cfg_(std::move(cfg)),
       out_(out) {
   LogDirOptions lo;
@@ -143,16 +144,31 @@ void Reporter::add_perf_sample(std::vector<uint8_t>&& record) {
   SampleJob job{std::move(record), {}};
   stack::PerfSampleView v;
   if (stack::parse_perf_sample(job.record, cfg_.perf_sample_type, cfg_.regs_mask, v))
-    job.python = python_->capture(static_cast<pid_t>(v.pid), static_cast<pid_t>(v.tid), v.time);
+    job.rt = capture_runtime(static_cast<pid_t>(v.pid), static_cast<pid_t>(v.tid), v.time, v.regs,
+                             v.stack.first(std::min<size_t>(v.stack.size(), v.stack_dyn_size)));
   push(std::move(job));
+}
+
+runtime::RuntimeCapture Reporter::capture_runtime(pid_t pid, pid_t tid, uint64_t sample_ns,
+                                                  std::span<const uint64_t> regs, std::span<const uint8_t> stack) {
+  runtime::RuntimeCapture rt;
+  rt.python = python_->capture(pid, tid, sample_ns);
+  if (rt.python.status != runtime::PyCapture::Status::None || !python_->is_v8(pid)) return rt;
+  auto r = decode_user_regs(host_arch().arch, cfg_.regs_mask, regs);
+  if (!r || !r->has_fp) return rt;
+  rt.js = python_->capture_js(pid, sample_ns, runtime::NativeStack{r->pc, r->sp, r->fp, stack});
+  return rt;
 }
 
 void Reporter::add_offcpu(const jb_offcpu_event& e) {
   auto copy = std::make_unique<jb_offcpu_event>();
   memcpy(copy.get(), &e, sizeof e);
-  // Still off the CPU in the task: its Python frames are where it waits.
-  auto py = python_->capture(static_cast<pid_t>(e.hdr.pid), static_cast<pid_t>(e.hdr.tid), 0);
-  push(OffCpuJob{std::move(copy), std::move(py)});
+  // Still off the CPU in the task: its runtime frames are where it waits.
+  size_t nregs = std::min<size_t>(e.nr_regs, JB_MAX_USER_REGS);
+  auto rt = capture_runtime(static_cast<pid_t>(e.hdr.pid), static_cast<pid_t>(e.hdr.tid), 0,
+                            std::span<const uint64_t>(reinterpret_cast<const uint64_t*>(copy->regs), nregs),
+                            std::span<const uint8_t>(copy->ustack, std::min<size_t>(copy->ustack_bytes, sizeof copy->ustack)));
+  push(OffCpuJob{std::move(copy), std::move(rt)});
 }
 
 void Reporter::add_waker(const jb_waker_event& e) { push(WakerJob{e}); }

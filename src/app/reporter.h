@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -28,11 +29,11 @@
 #include "model/records.h"
 #include "output/output.h"
 #include "proc/process_info.h"
-#include "runtime/python_frames.h"
+#include "runtime/interleave.h"
 
 namespace jankbpf {
 namespace runtime {
-class PythonProcesses;
+class RuntimeProcesses;
 }
 namespace stack {
 struct ResolvedStack;
@@ -117,8 +118,8 @@ class Reporter {
   ReportQuota& quota() { return *quota_; }
 
  private:
-  struct SampleJob { std::vector<uint8_t> record; runtime::PyCapture python; };
-  struct OffCpuJob { std::unique_ptr<jb_offcpu_event> event; runtime::PyCapture python; };
+  struct SampleJob { std::vector<uint8_t> record; runtime::RuntimeCapture rt; };
+  struct OffCpuJob { std::unique_ptr<jb_offcpu_event> event; runtime::RuntimeCapture rt; };
   struct WakerJob { jb_waker_event event; };
   struct TaskJob { TaskRecord rec; TaskContext ctx; };
   struct ExitJob { ExitRecord rec; };
@@ -133,17 +134,20 @@ class Reporter {
   void handle(OffCpuJob& j);
   void handle(WakerJob& j);
   void handle(TaskJob& j);
-  // Places a sample's Python frames in its stack (counted unless `count`
-  // is false: a hang's stacks are counted with the task's jank).
-  void add_runtime_frames(stack::ResolvedStack& s, const runtime::PyCapture& py, bool python_process,
-                          uint64_t task_end_ns, bool count);
+  // The ring thread's read of a sample's runtime frames.
+  runtime::RuntimeCapture capture_runtime(pid_t pid, pid_t tid, uint64_t sample_ns, std::span<const uint64_t> regs,
+                                          std::span<const uint8_t> stack);
+  // Places a sample's Python or JavaScript frames in its stack (counted
+  // unless `count` is false: a hang's stacks are counted with the task's jank).
+  void add_runtime_frames(stack::ResolvedStack& s, const runtime::RuntimeCapture& rt, bool python_process,
+                          bool v8_process, uint64_t task_end_ns, bool count);
   void job_failed(const char* what);
   void emit_parked(bool all);
   void write_task(const TaskRecord& rec);
 
   struct Impl;  // the resolver and the per-thread stores: worker-only state
   std::unique_ptr<Impl> impl_;
-  std::unique_ptr<runtime::PythonProcesses> python_;  // found by the worker, read by the ring thread
+  std::unique_ptr<runtime::RuntimeProcesses> python_;  // found by the worker, read by the ring thread
   ReporterConfig cfg_;
   Output& out_;
   std::unique_ptr<LogDir> logs_;

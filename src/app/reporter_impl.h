@@ -34,10 +34,10 @@ struct Reporter::Impl {
     uint64_t time_ns;
     pid_t pid;
     stack::ResolvedStack stack;
-    // Python frames read at the sample's arrival: placed in the stack when
-    // the task is reported, if they were read before it ended.
-    runtime::PyCapture python;
-    bool python_process = false;
+    // Python or JavaScript frames read at the sample's arrival: placed in
+    // the stack when the task is reported, if read before it ended.
+    runtime::RuntimeCapture rt;
+    bool python_process = false, v8_process = false;
   };
   std::unordered_map<pid_t, std::deque<Stored>> stacks;  // by tid
   struct OffCpu {
@@ -66,14 +66,14 @@ struct Reporter::Impl {
     if (count) ++evicted;
   }
 
-  void store(pid_t tid, uint64_t time_ns, stack::ResolvedStack&& s, runtime::PyCapture&& py = {},
-             bool python_process = false) {
+  void store(pid_t tid, uint64_t time_ns, stack::ResolvedStack&& s, runtime::RuntimeCapture&& rt = {},
+             bool python_process = false, bool v8_process = false) {
     make_room(stacks, tid, true);
     auto& q = stacks[tid];
     while (!q.empty() && (q.size() >= kMaxStacksPerThread || time_ns - q.front().time_ns > kMaxStackAgeNs))
       q.pop_front();
     pid_t pid = s.pid;
-    q.push_back({time_ns, pid, std::move(s), std::move(py), python_process});
+    q.push_back({time_ns, pid, std::move(s), std::move(rt), python_process, v8_process});
   }
 };
 

@@ -41,4 +41,9 @@ uint32_t reader_pause_ms() {
   return n;
 }
 
+bool no_runtime_read() {
+  static const bool on = env_number("JANKBPF_TEST_NO_RUNTIME_READ", 1) == 1;
+  return on;
+}
+
 }  // namespace jankbpf::test_seams

@@ -9,6 +9,8 @@
 //                                  (the contrast in test_capture_ring.py)
 //   JANKBPF_TEST_READER_PAUSE_MS=N the monitor reads no ring for N ms after
 //                                  attaching, like a jankbpf starved of CPU
+//   JANKBPF_TEST_NO_RUNTIME_READ=1 JavaScript frames are never read, as if
+//                                  every read came too late
 #pragma once
 
 #include <cstdint>
@@ -18,5 +20,6 @@ namespace jankbpf::test_seams {
 uint32_t map_entries();       // 0: not set
 bool one_ring();
 uint32_t reader_pause_ms();   // 0: not set
+bool no_runtime_read();
 
 }  // namespace jankbpf::test_seams

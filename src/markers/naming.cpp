@@ -15,8 +15,19 @@ std::string_view function_name(std::string_view symbol) {
   return symbol;
 }
 
+bool is_js(const StackFrame& f) { return f.jit || f.runtime == "js"; }
+
+// Node's own JavaScript (timers, streams, crypto wrappers): what ran is the
+// application's function that called it.
 bool runtime_internal(const StackFrame& f) {
-  return f.jit && (f.file.starts_with("node:") || f.file.starts_with("internal/"));
+  return is_js(f) && (f.file.starts_with("node:") || f.file.starts_with("internal/"));
+}
+
+// "(anonymous)" says nothing: the file says where it was.
+std::string js_name(const StackFrame& f) {
+  if (f.symbol != "(anonymous)") return f.symbol;
+  std::string file = f.file.substr(0, f.file.find(':', f.file.starts_with("node:") ? 5 : 0));
+  return "(anonymous " + file + ")";
 }
 
 }  // namespace
@@ -40,7 +51,11 @@ void name_runnable_from_stack(TaskRecord& r) {
     if (f.kernel || f.inlined) continue;
     if (!f.jit && f.module_index == runtime_module) continue;
     if (runtime_internal(f)) continue;
-    if (!f.symbol.empty()) {
+    if (f.runtime == "js" && !f.symbol.empty() && f.symbol.front() != '[') {
+      r.runnable_name = js_name(f);
+      return;
+    }
+    if (!f.symbol.empty() && f.runtime.empty()) {
       r.runnable_name = std::string(function_name(f.symbol));
       return;
     }
@@ -54,12 +69,20 @@ void name_runnable_from_stack(TaskRecord& r) {
 
 void name_runnable_from_runtime(TaskRecord& r) {
   if (r.marker || !r.runnable_name.empty()) return;
+  // The innermost interpreter frame, past Node's internals when the
+  // application's own function is further out.
+  const StackFrame* internal = nullptr;
   for (const StackFrame& f : r.stack) {  // leaf first
     if (f.runtime.empty()) continue;
+    if (runtime_internal(f)) {
+      if (!internal) internal = &f;
+      continue;
+    }
     // "[python: unreadable]": nothing to name it by, and no guess.
-    if (!f.symbol.empty() && f.symbol.front() != '[') r.runnable_name = f.symbol;
+    if (!f.symbol.empty() && f.symbol.front() != '[') r.runnable_name = f.runtime == "js" ? js_name(f) : f.symbol;
     return;
   }
+  if (internal && internal->symbol.front() != '[') r.runnable_name = js_name(*internal);
 }
 
 }  // namespace jankbpf

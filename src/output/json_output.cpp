@@ -89,7 +89,7 @@ std::string to_json_line(const TaskRecord& r) {
     char hex[32];
     snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(f.offset));
     Json jf{{"module_index", f.module_index}, {"offset", hex}, {"symbol", f.symbol}};
-    if (!f.file.empty()) jf["file"] = f.file + ":" + std::to_string(f.line);
+    if (!f.file.empty()) jf["file"] = f.line ? f.file + ":" + std::to_string(f.line) : f.file;
     if (f.kernel) jf["kernel"] = true;
     if (f.jit) jf["jit"] = true;
     if (f.inlined) jf["inlined"] = true;

@@ -7,14 +7,23 @@
 #include <cstdint>
 
 #include "runtime/python_frames.h"
+#include "runtime/v8_frames.h"
 #include "stack/stack.h"
 
 namespace jankbpf::runtime {
 
 inline constexpr const char* kPythonUnreadable = "[python: unreadable]";
+inline constexpr const char* kJsUnreadable = "[js: unreadable]";
+
+// What the ring thread read of a sample's runtime frames.
+struct RuntimeCapture {
+  PyCapture python;
+  JsCapture js;
+  bool any() const { return python.status != PyCapture::Status::None || js.status != JsCapture::Status::None; }
+};
 
 struct RuntimeFrameStats {
-  uint64_t read = 0;        // Python frames placed in stacks
+  uint64_t read = 0;        // Python and JavaScript frames placed in stacks
   uint64_t unreadable = 0;  // places a Python frame should be but could not be read
 };
 
@@ -30,6 +39,17 @@ struct RuntimeFrameStats {
 // `task_end_ns`: frames read after it (CLOCK_MONOTONIC) are refused.
 void interleave_python(stack::ResolvedStack& stack, const PyCapture& capture, bool python_process,
                        uint64_t task_end_ns, RuntimeFrameStats& stats);
+
+// Names the native frames that run JavaScript -- JIT code, V8's
+// interpreter and baseline entry points -- after the functions `capture`
+// read (leaf first): each JS frame is placed by its return address, which
+// the unwound stack's next frame has as its pc. In a `v8_process` whose
+// capture is missing, late (read after `task_end_ns`) or failed for a
+// frame, such frames become "[js: unreadable]"; a JIT frame the capture
+// does not place (a stub, a typed frame) stays as it is. JS frames rootward
+// of where a native walk ended early are added at the root end.
+void interleave_js(stack::ResolvedStack& stack, const JsCapture& capture, bool v8_process, uint64_t task_end_ns,
+                   RuntimeFrameStats& stats);
 
 // A frame of the given Python function, as the stack library models it.
 stack::Frame python_frame(const PyFrame& f);

@@ -21,8 +21,8 @@
 #include "runtime/interleave.h"
 #include "runtime/python_frames.h"
 #include "runtime/python_layout.h"
-#include "runtime/python_find.h"
-#include "runtime/python_procs.h"
+#include "runtime/runtime_find.h"
+#include "runtime/runtime_procs.h"
 #include "stack/tree.h"
 #include "skip.h"
 
@@ -562,9 +562,9 @@ TEST_CASE("python frames of a live interpreter, found by its symbols") {
   for (const auto& python : pythons) {
     INFO(python);
     PyChild child(python, kSpinCode);
-    PythonFinder finder;
+    RuntimeFinder finder;
     std::string why;
-    auto target = finder.find(child.pid, &why);
+    auto target = finder.find(child.pid, &why).python;
     INFO(why);
     REQUIRE(target);
     CHECK(target->code_type != 0);
@@ -615,7 +615,7 @@ TEST_CASE("a process that execs into Python is looked at again when check_exec s
   close(out[1]);
   char c;
   REQUIRE(::read(out[0], &c, 1) == 1);  // the shell runs
-  PythonProcesses procs;
+  RuntimeProcesses procs;
   CHECK_FALSE(procs.look(pid));
   CHECK(procs.capture(pid, pid, 0).status == PyCapture::Status::None);
   REQUIRE(::write(in[1], "\n", 1) == 1);
@@ -639,7 +639,7 @@ TEST_CASE("a process that execs into Python is looked at again when check_exec s
 }
 
 TEST_CASE("a native process is not taken for Python") {
-  PythonFinder finder;
+  RuntimeFinder finder;
   std::string why = "x";
   CHECK_FALSE(finder.find(getpid(), &why));
   CHECK(why.empty());
@@ -660,9 +660,9 @@ TEST_CASE("bench: python frame read per capture", "[.][python-bench]") {
       "    while True: pass\n"
       "deep(28)\n";
   PyChild child(pythons[0], code);
-  PythonFinder finder;
+  RuntimeFinder finder;
   auto t0 = std::chrono::steady_clock::now();
-  auto target = finder.find(child.pid, nullptr);
+  auto target = finder.find(child.pid, nullptr).python;
   double find_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   REQUIRE(target);
   ProcessMemory mem(child.pid);

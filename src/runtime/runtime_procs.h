@@ -1,9 +1,9 @@
-// Which watched processes run CPython, and their threads' Python frames.
+// Which watched processes run CPython or V8, and their threads' frames.
 //
 // The ring thread does both, when a sample arrives: the frames can only be
 // read while the sampled thread is still where the sample shows it, so the
 // runtime must be known by then -- the first sample of a process finds it
-// (python_find.h: a cheap look, each file once per run). The reporter
+// (runtime_find.h: a cheap look, each file once per run). The reporter
 // thread asks whether a process is Python, and drops what is known of a
 // process that exited or exec'd.
 #pragma once
@@ -15,12 +15,13 @@
 #include <string>
 #include <unordered_map>
 
-#include "runtime/python_find.h"
+#include "runtime/runtime_find.h"
 #include "runtime/python_frames.h"
+#include "runtime/v8_frames.h"
 
 namespace jankbpf::runtime {
 
-class PythonProcesses {
+class RuntimeProcesses {
  public:
   // Ring thread: the Python frames thread tid of pid runs now (Status::None
   // when pid does not run a supported CPython), with the time of the read
@@ -32,12 +33,19 @@ class PythonProcesses {
   PyCapture capture(pid_t pid, pid_t tid, uint64_t sample_ns);
   static constexpr uint64_t kMaxReadDelayNs = 100'000'000;
 
-  // Ring thread: whether pid runs a supported CPython, looked at now if it
-  // was not before (once per process and exec: its symbols are read).
+  // Ring thread: the JavaScript frames of a V8 process's sample (`s`: its
+  // registers and stack copy), read now; Status::None for other processes,
+  // Late as for capture().
+  JsCapture capture_js(pid_t pid, uint64_t sample_ns, const NativeStack& s);
+
+  // Ring thread: whether pid runs a supported CPython or V8 (its samples
+  // are then wanted as soon as they are taken), looked at now if it was
+  // not before (once per process and exec: its symbols are read).
   bool look(pid_t pid);
 
   // Any thread.
   bool is_python(pid_t pid);
+  bool is_v8(pid_t pid);
   // The process exec'd since it was looked at (`nice python3 app.py` is not
   // Python when first seen): look again at its next sample. Called when a
   // task of the process turns long (an exec ends the task), so one stat()
@@ -52,16 +60,20 @@ class PythonProcesses {
   static uint64_t ns_tid(pid_t pid, pid_t tid);
 
   std::mutex mu_;
+  enum class Kind : uint8_t { Native, Python, V8 };
+  struct Live;
+  Live* live_for(pid_t pid);
   struct Known {
-    bool python = false;
+    Kind kind = Kind::Native;
     uint64_t exe_dev = 0, exe_ino = 0;  // the executable looked at
   };
   std::unordered_map<pid_t, Known> known_;  // under mu_
 
   // Ring thread only.
-  PythonFinder finder_;
+  RuntimeFinder finder_;
   struct Live {
     std::unique_ptr<PythonWalker> walker;  // null: not Python
+    std::unique_ptr<V8Walker> v8;          // null: not V8
     std::unordered_map<pid_t, uint64_t> ns_tids;
   };
   std::unordered_map<pid_t, Live> live_;

@@ -1,4 +1,4 @@
-#include "runtime/python_find.h"
+#include "runtime/runtime_find.h"
 
 #include <gelf.h>
 #include <sys/sysmacros.h>
@@ -11,6 +11,8 @@
 #include <string_view>
 #include <unordered_set>
 
+#include <unistd.h>
+
 #include "stack/maps.h"
 #include "util/safe_open.h"
 
@@ -22,10 +24,11 @@ namespace {
 constexpr uint64_t kMaxDynBytes = 16u << 20;
 constexpr size_t kMaxFilesPerProcess = 256;
 constexpr size_t kMaxFileCache = 4096;
+constexpr size_t kMaxV8Constants = 4096;
 
 // The load bias of a mapping at `start` of file offset `pgoff`: the PT_LOAD
 // covering pgoff maps it at p_vaddr - p_offset + pgoff (as ElfImage::load_bias).
-std::optional<uint64_t> bias_of(const PythonSymbols& s, uint64_t start, uint64_t pgoff) {
+std::optional<uint64_t> bias_of(const RuntimeSymbols& s, uint64_t start, uint64_t pgoff) {
   for (const auto& l : s.loads) {
     uint64_t page_lo = l.offset & ~uint64_t{0xffff};
     if (pgoff >= page_lo && pgoff < l.offset + std::max<uint64_t>(l.filesz, 1))
@@ -36,7 +39,7 @@ std::optional<uint64_t> bias_of(const PythonSymbols& s, uint64_t start, uint64_t
 
 }  // namespace
 
-std::optional<PythonSymbols> python_symbols_of(int fd) {
+std::optional<RuntimeSymbols> runtime_symbols_of(int fd) {
   static std::once_flag once;
   std::call_once(once, [] { elf_version(EV_CURRENT); });
   // ELF_C_READ: headers and section data come by pread when asked for.
@@ -49,8 +52,14 @@ std::optional<PythonSymbols> python_symbols_of(int fd) {
   if (elf_kind(elf) != ELF_K_ELF || gelf_getclass(elf) != ELFCLASS64) return std::nullopt;
   size_t shnum = 0;
   if (elf_getshdrnum(elf, &shnum) != 0) return std::nullopt;
-  PythonSymbols out;
+  RuntimeSymbols out;
   bool found = false;
+  struct V8Sym {
+    std::string name;
+    uint64_t value, size;
+    size_t shndx;
+  };
+  std::vector<V8Sym> v8syms;
   Elf_Scn* scn = nullptr;
   size_t guard = 0;
   while ((scn = elf_nextscn(elf, scn)) != nullptr && ++guard < 65536) {
@@ -69,8 +78,12 @@ std::optional<PythonSymbols> python_symbols_of(int fd) {
       if (!gelf_getsym(d, static_cast<int>(i), &s)) break;
       if (s.st_shndx == SHN_UNDEF || s.st_value == 0) continue;
       const char* n = elf_strptr(elf, sh.sh_link, s.st_name);
-      if (!n || (n[0] != '_' && n[0] != 'P')) continue;  // every name wanted starts so
+      if (!n || (n[0] != '_' && n[0] != 'P' && n[0] != 'v')) continue;  // every name wanted starts so
       std::string_view name(n);
+      if (is_v8dbg_name(name)) {
+        if (v8syms.size() < kMaxV8Constants) v8syms.push_back({std::string(name.substr(6)), s.st_value, s.st_size, s.st_shndx});
+        continue;
+      }
       if (name == "_PyRuntime") out.runtime = s.st_value, found = true;
       else if (name == "Py_Version") out.version = s.st_value;
       else if (name == "PyCode_Type") out.code_type = s.st_value;
@@ -79,7 +92,27 @@ std::optional<PythonSymbols> python_symbols_of(int fd) {
     }
     break;  // one .dynsym
   }
-  if (!found) return std::nullopt;
+  // Each constant's value: an int in .data (or .bss, zero) at its address.
+  for (const V8Sym& v : v8syms) {
+    GElf_Shdr sh;
+    Elf_Scn* sec = v.shndx < shnum ? elf_getscn(elf, v.shndx) : nullptr;
+    if (!sec || !gelf_getshdr(sec, &sh) || v.value < sh.sh_addr || v.value - sh.sh_addr >= sh.sh_size) continue;
+    int64_t value = 0;
+    size_t len = v.size == 8 ? 8 : 4;
+    if (sh.sh_type != SHT_NOBITS) {
+      uint8_t buf[8] = {};
+      if (pread(fd, buf, len, static_cast<off_t>(sh.sh_offset + (v.value - sh.sh_addr))) != static_cast<ssize_t>(len))
+        continue;
+      if (len == 8) std::memcpy(&value, buf, 8);
+      else {
+        int32_t v32;
+        std::memcpy(&v32, buf, 4);
+        value = v32;
+      }
+    }
+    out.v8dbg.emplace_back(v.name, value);
+  }
+  if (!found && out.v8dbg.empty()) return std::nullopt;
   size_t phnum = 0;
   if (elf_getphdrnum(elf, &phnum) != 0) return std::nullopt;
   for (size_t i = 0; i < phnum && i < 4096; ++i) {
@@ -90,11 +123,12 @@ std::optional<PythonSymbols> python_symbols_of(int fd) {
   return out;
 }
 
-std::unique_ptr<PythonTarget> PythonFinder::find(pid_t pid, std::string* why) {
+RuntimeTargets RuntimeFinder::find(pid_t pid, std::string* why) {
   if (why) why->clear();
+  RuntimeTargets found;
   std::string text;
   const std::string proc = "/proc/" + std::to_string(pid);
-  if (!stack::read_small_file(proc + "/maps", text)) return nullptr;
+  if (!stack::read_small_file(proc + "/maps", text)) return found;
   stack::ProcMaps maps = stack::ProcMaps::parse(text);
   std::unordered_set<std::string> seen;
   size_t files = 0;
@@ -124,17 +158,24 @@ std::unique_ptr<PythonTarget> PythonFinder::find(pid_t pid, std::string* why) {
     auto it = files_.find(id);
     if (it == files_.end()) {
       if (files_.size() >= kMaxFileCache) files_.clear();
-      auto syms = python_symbols_of(o.fd.get());
-      it = files_.emplace(id, syms ? std::make_shared<const PythonSymbols>(std::move(*syms)) : nullptr).first;
+      auto syms = runtime_symbols_of(o.fd.get());
+      it = files_.emplace(id, syms ? std::make_shared<const RuntimeSymbols>(std::move(*syms)) : nullptr).first;
     }
     if (!it->second) continue;
-    const PythonSymbols& s = *it->second;
+    const RuntimeSymbols& s = *it->second;
+    std::string path = m.path;
+    if (!s.runtime) {  // V8: constants only, no address in the process needed
+      std::string v8why;
+      auto layout = v8_layout_from(s.v8dbg, &v8why);
+      if (why) *why = path + (layout ? ": V8" : ": V8, " + v8why);
+      if (layout) found.v8 = std::make_unique<V8Layout>(*layout);
+      return found;
+    }
     auto bias = bias_of(s, m.start, m.pgoff);
     if (!bias) continue;
-    std::string path = m.path;
     if (!s.version) {
       if (why) *why = path + " has _PyRuntime but no Py_Version: CPython older than 3.11";
-      return nullptr;
+      return found;
     }
     auto t = std::make_unique<PythonTarget>();
     t->runtime = s.runtime + *bias;
@@ -145,19 +186,20 @@ std::unique_ptr<PythonTarget> PythonFinder::find(pid_t pid, std::string* why) {
     ProcessMemory mem(pid);
     if (!mem.read_value(s.version + *bias, &t->version_hex)) {
       if (why) *why = path + ": Py_Version unreadable";
-      return nullptr;
+      return found;
     }
     t->layout = python_layout(t->version_hex);
     if (!t->layout) {
       if (why)
         *why = path + ": CPython " + python_version_text(t->version_hex) + " (frames are read for " +
                python_supported_versions() + ")";
-      return nullptr;
+      return found;
     }
     if (why) *why = path + ": CPython " + python_version_text(t->version_hex);
-    return t;
+    found.python = std::move(t);
+    return found;
   }
-  return nullptr;
+  return found;
 }
 
 }  // namespace jankbpf::runtime

@@ -1,10 +1,11 @@
-#include "runtime/python_procs.h"
+#include "runtime/runtime_procs.h"
 
 #include <sys/stat.h>
 
 #include <charconv>
 #include <string_view>
 
+#include "bpf/test_seams.h"
 #include "stack/maps.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -24,40 +25,47 @@ bool exe_identity(pid_t pid, uint64_t* dev, uint64_t* ino) {
 
 }  // namespace
 
-void PythonProcesses::discover(pid_t pid) {
+void RuntimeProcesses::discover(pid_t pid) {
   Known k;
   exe_identity(pid, &k.exe_dev, &k.exe_ino);
   std::string why;
-  std::unique_ptr<PythonTarget> t = finder_.find(pid, &why);
-  if (t) log::info("pid %d: %s: reading Python frames", pid, log::escape_control(why).c_str());
-  else if (!why.empty()) log::info("pid %d: %s: Python frames not read", pid, log::escape_control(why).c_str());
-  k.python = t != nullptr;
+  RuntimeTargets t = finder_.find(pid, &why);
+  if (t) log::info("pid %d: %s: reading %s frames", pid, log::escape_control(why).c_str(), t.python ? "Python" : "JavaScript");
+  else if (!why.empty()) log::info("pid %d: %s: runtime frames not read", pid, log::escape_control(why).c_str());
+  k.kind = t.python ? Kind::Python : t.v8 ? Kind::V8 : Kind::Native;
   if (live_.size() >= 4096) live_.clear();  // processes gone without an exit record
   Live& live = live_[pid];
   live = Live{};
-  if (t) live.walker = std::make_unique<PythonWalker>(*t);
+  if (t.python) live.walker = std::make_unique<PythonWalker>(*t.python);
+  if (t.v8) live.v8 = std::make_unique<V8Walker>(*t.v8);
   std::lock_guard lk(mu_);
   if (known_.size() >= 4096) known_.clear();
   known_[pid] = k;
 }
 
-bool PythonProcesses::look(pid_t pid) {
+bool RuntimeProcesses::look(pid_t pid) {
   {
     std::lock_guard lk(mu_);
     auto it = known_.find(pid);
-    if (it != known_.end() && live_.count(pid)) return it->second.python;
+    if (it != known_.end() && live_.count(pid)) return it->second.kind != Kind::Native;
   }
   discover(pid);
-  return is_python(pid);
+  return is_python(pid) || is_v8(pid);
 }
 
-bool PythonProcesses::is_python(pid_t pid) {
+bool RuntimeProcesses::is_python(pid_t pid) {
   std::lock_guard lk(mu_);
   auto it = known_.find(pid);
-  return it != known_.end() && it->second.python;
+  return it != known_.end() && it->second.kind == Kind::Python;
 }
 
-void PythonProcesses::check_exec(pid_t pid) {
+bool RuntimeProcesses::is_v8(pid_t pid) {
+  std::lock_guard lk(mu_);
+  auto it = known_.find(pid);
+  return it != known_.end() && it->second.kind == Kind::V8;
+}
+
+void RuntimeProcesses::check_exec(pid_t pid) {
   uint64_t dev = 0, ino = 0;
   if (!exe_identity(pid, &dev, &ino)) return;
   std::lock_guard lk(mu_);
@@ -65,12 +73,12 @@ void PythonProcesses::check_exec(pid_t pid) {
   if (it != known_.end() && (it->second.exe_dev != dev || it->second.exe_ino != ino)) known_.erase(it);
 }
 
-void PythonProcesses::forget(pid_t pid) {
+void RuntimeProcesses::forget(pid_t pid) {
   std::lock_guard lk(mu_);
   known_.erase(pid);
 }
 
-uint64_t PythonProcesses::ns_tid(pid_t pid, pid_t tid) {
+uint64_t RuntimeProcesses::ns_tid(pid_t pid, pid_t tid) {
   std::string text;
   if (!stack::read_small_file("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status", text,
                               64 << 10))
@@ -95,7 +103,7 @@ uint64_t PythonProcesses::ns_tid(pid_t pid, pid_t tid) {
   return last;
 }
 
-PyCapture PythonProcesses::capture(pid_t pid, pid_t tid, uint64_t sample_ns) {
+RuntimeProcesses::Live* RuntimeProcesses::live_for(pid_t pid) {
   bool known;
   {
     std::lock_guard lk(mu_);
@@ -109,7 +117,20 @@ PyCapture PythonProcesses::capture(pid_t pid, pid_t tid, uint64_t sample_ns) {
     discover(pid);
     lt = live_.find(pid);
   }
-  Live& live = lt->second;
+  return &lt->second;
+}
+
+JsCapture RuntimeProcesses::capture_js(pid_t pid, uint64_t sample_ns, const NativeStack& s) {
+  Live& live = *live_for(pid);
+  if (!live.v8) return {};
+  if ((sample_ns && monotonic_ns() - sample_ns > kMaxReadDelayNs) || test_seams::no_runtime_read())
+    return JsCapture{.status = JsCapture::Status::Late};
+  ProcessMemory mem(pid);
+  return live.v8->walk(mem, s);
+}
+
+PyCapture RuntimeProcesses::capture(pid_t pid, pid_t tid, uint64_t sample_ns) {
+  Live& live = *live_for(pid);
   if (!live.walker) return {};
   auto nt = live.ns_tids.find(tid);
   if (nt == live.ns_tids.end()) {
