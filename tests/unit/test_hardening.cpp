@@ -78,7 +78,7 @@ TEST_CASE("records stay valid JSON with invalid UTF-8 and control characters", "
   CHECK(line.find('\n') == line.size() - 1);
   auto j = nlohmann::json::parse(line);  // throws on invalid JSON
   CHECK(j["thread_name"] == "t\n\x01\x1b");
-  CHECK(j["stack"][0]["file"] == "f\n.c:0");
+  CHECK(j["stack"][0]["file"] == "f\n.c");  // no line known: the path alone
 }
 
 TEST_CASE("--output refuses a symlink anywhere on its path", "[hardening][output]") {
