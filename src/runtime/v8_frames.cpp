@@ -266,13 +266,14 @@ JsCapture V8Walker::walk(MemReader& mem, const NativeStack& s) {
   c.status = JsCapture::Status::Ok;
   StackCopy copy{s};
   uint64_t saved = 0;
-  if (copy.word(s.fp, &saved) && saved > s.fp) {
+  if (!(s.fp & 7) && copy.word(s.fp, &saved)) {
     auto cands = chain(s, s.fp);
     c.frames = frames(mem, cands);
-  } else {
+  }
+  if (c.frames.empty()) {
     // A leaf that uses the frame pointer register for data (hand-written
     // assembly: OpenSSL's SHA-2 keeps a table address there) leaves no
-    // chain at it. The chain is then picked up where a stack word starts
+    // chain at it, or one through its own data. The chain is then picked up where a stack word starts
     // one that looks like a JS frame's (its context and function slots
     // tagged, kMinLinks links each higher): a few tries, each believed
     // only if a JS function's objects check out.

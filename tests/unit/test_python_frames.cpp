@@ -24,42 +24,14 @@
 #include "runtime/runtime_find.h"
 #include "runtime/runtime_procs.h"
 #include "stack/tree.h"
+#include "fake_memory.h"
 #include "skip.h"
 
 using namespace jankbpf;
 using namespace jankbpf::runtime;
+using jankbpf::test::FakeMemory;
 
 namespace {
-
-// Sparse memory: regions at addresses; a read must fall inside one.
-class FakeMemory final : public MemReader {
- public:
-  bool read(uint64_t addr, void* out, size_t len) override {
-    ++reads;
-    auto it = regions.upper_bound(addr);
-    if (it == regions.begin()) return false;
-    --it;
-    const auto& [base, bytes] = *it;
-    if (addr - base > bytes.size() || len > bytes.size() - (addr - base)) return false;
-    std::memcpy(out, bytes.data() + (addr - base), len);
-    return true;
-  }
-  std::vector<uint8_t>& region(uint64_t addr, size_t size) {
-    auto& r = regions[addr];
-    if (r.size() < size) r.resize(size);
-    return r;
-  }
-  template <typename T>
-  void put(uint64_t addr, T v) {
-    auto it = regions.upper_bound(addr);
-    REQUIRE(it != regions.begin());
-    --it;
-    REQUIRE(addr + sizeof v <= it->first + it->second.size());
-    std::memcpy(it->second.data() + (addr - it->first), &v, sizeof v);
-  }
-  std::map<uint64_t, std::vector<uint8_t>> regions;
-  uint64_t reads = 0;
-};
 
 constexpr uint64_t kCodeType = 0x9000, kUnicodeType = 0x9100, kBytesType = 0x9200;
 
