@@ -37,6 +37,15 @@ def _redis(thr, hooks):
     return fig, min(tp.values()) >= 0.99 and max(share.values()) <= 1.0
 
 
+def _node_js(d):
+    named = d["js_named"]
+    name = d.get("first", {}).get("runnable_name", "")
+    rf = d.get("runtime_frames", {})
+    fig = (f"{len(named)} JS functions named in the heaviest stacks ({', '.join(named[:4])}); runnable_name "
+           f"`{name}`; {rf.get('read', 0)} JS frames placed, {rf.get('unreadable', 0)} unreadable")
+    return fig, any(n.startswith("busy (") for n in named) and name == "busy" and rf.get("unreadable", 0) == 0
+
+
 def _pingpong(thr):
     r = {c: median(ratios(thr, c, "ping-pong", "rate")) for c in ("jankbpf", "jankbpf-nostacks", "bpftrace")}
     return (f"jankbpf {r['jankbpf']:.3f}, jankbpf --log-type 2 {r['jankbpf-nostacks']:.3f}, "
@@ -180,6 +189,11 @@ GOALS = [
          "12", ("hooks",), _hook_80),
     Goal("attach-50ms", "attached in ≤ 50 ms (median)", "12", ("startup",), _attach(50)),
     Goal("warm-sample", "jankbpf CPU per stack sample, end to end, warm, ≤ 50 µs", "12", ("stacks",), _warm),
+    Goal("node-js-named", "node with no flags: its janks' stacks name the JavaScript functions, "
+         "and runnable_name the one that ran", "13", ("node",), _node_js),
+    Goal("v8-read-cost", "reading one sample's JavaScript frames on the ring thread (reported)", "13", ("v8",),
+         lambda d: (f"warm p50 {d['p50_us']:.1f} µs, p99 {d['p99_us']:.0f} µs for {d['frames']} JS frames, "
+                    f"{d['reads']:.0f} system calls", None)),
     Goal("soak-rss", "soak: RSS growth after warm-up ≤ 5 MB", "10", ("soak",), _soak_rss, True),
     Goal("soak-lost", "soak: zero lost events", "10", ("soak",), _soak_lost, True),
     Goal("soak-arrive", "soak: every jank arrives", "10", ("soak",),

@@ -75,6 +75,18 @@ def python(doc, d):
           f"reads per capture ({d['p50_us'] / d['frames']:.1f} µs per frame).", term=True)
 
 
+def v8(doc, d):
+    if "p50_us" not in d:
+        doc.p(f"Not run ({d.get('error', '?')}).", term=True)
+        return
+    doc.p(f"`build/jankbpf-unit \"[v8-bench]\"`: the ring thread's read of one sample's JavaScript frames, "
+          f"{d['node']} (no flags) spinning {d['frames']} JS frames deep, process_vm_readv: V8's constants "
+          f"found in {d['find_ms']:.1f} ms (once per process: node's .dynsym is 1.8 MB); cold first read "
+          f"{d['cold_us']:.0f} µs; warm p50 {d['p50_us']:.1f} µs, p99 {d['p99_us']:.0f} µs, max "
+          f"{d['max_us']:.0f} µs; {d['reads']:.0f} reads per capture (all frames' functions, then all their "
+          f"shared infos, each one batched call).", term=True)
+
+
 def node(doc, d):
     if "error" in d:
         doc.p(f"Not run ({d['error']}).", term=True)
@@ -83,7 +95,11 @@ def node(doc, d):
              f"task ended, heaviest_stack `{d[k]['heaviest'][:160]}`" for k in ("first", "second") if k in d]
     doc.p("A large binary with JIT frames, cold then warm: `node -e` running 600 ms of JavaScript per jank, "
           f"two janks; {d['samples']} samples; " + "; ".join(parts)
-          + f"; stack logs: {d['logs']}, {d['to_main']} of {d['log_samples']} samples reach main.", term=True)
+          + f"; stack logs: {d['logs']}, {d['to_main']} of {d['log_samples']} samples reach main "
+          f"(`__libc_start_call_main`: node's main is inlined into it)"
+          + (f"; JavaScript frames named with no flag: {', '.join('`' + x + '`' for x in d['js_named'])}, "
+             f"runnable_name `{d.get('first', {}).get('runnable_name', '')}`; summary runtime_frames "
+             f"{d['runtime_frames']}" if "js_named" in d else "") + ".", term=True)
 
 
 def soak(doc, d):

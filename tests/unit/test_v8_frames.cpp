@@ -3,15 +3,24 @@
 // heap and stack laid out by those offsets (served by a fake reader), how
 // frames are placed in a native stack, and how they name a task.
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "markers/naming.h"
 #include "runtime/interleave.h"
+#include "runtime/mem_reader.h"
 #include "runtime/runtime_find.h"
 #include "runtime/v8_frames.h"
 #include "runtime/v8_layout.h"
@@ -417,3 +426,128 @@ TEST_CASE("v8: the layout from constants, and what is refused", "[v8]") {
   CHECK_FALSE(v8_layout_from(compressed, &why));
   CHECK(why.find("pointer compression") != std::string::npos);
 }
+
+namespace {
+
+// A node process spinning in spinHere <- inner <- outer, stopped once with
+// ptrace for its registers and 16 KB of stack, as a perf sample has them.
+struct NodeChild {
+  pid_t pid = -1;
+  NativeStack sample;
+  std::vector<uint8_t> stack;
+  std::string script;
+  explicit NodeChild(const char* node) {
+    char dir[] = "/tmp/jankbpf-v8-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    script = std::string(dir) + "/spin.js";
+    FILE* f = fopen(script.c_str(), "w");
+    REQUIRE(f);
+    fputs("function spinHere(n) {\n  let x = 0;\n  for (;;) x += Math.sqrt(n + x);\n}\n"
+          "function inner() { spinHere(1); }\nfunction outer() { inner(); }\n"
+          "process.stdout.write('r', () => outer());\n", f);
+    fclose(f);
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      dup2(fds[1], 1);
+      close(fds[0]);
+      execl(node, node, script.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(fds[1]);
+    char c;
+    REQUIRE(::read(fds[0], &c, 1) == 1);  // about to spin
+    close(fds[0]);
+    usleep(300 * 1000);  // in the loop, optimized or not
+    REQUIRE(ptrace(PTRACE_SEIZE, pid, nullptr, nullptr) == 0);
+    REQUIRE(ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) == 0);
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    user_regs_struct regs{};
+    REQUIRE(ptrace(PTRACE_GETREGS, pid, nullptr, &regs) == 0);
+    stack.resize(16384);
+    iovec local{stack.data(), stack.size()}, remote{reinterpret_cast<void*>(regs.rsp), stack.size()};
+    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    REQUIRE(n > 0);
+    stack.resize(static_cast<size_t>(n));
+    sample = NativeStack{regs.rip, regs.rsp, regs.rbp, stack};
+    ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
+  }
+  ~NodeChild() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    unlink(script.c_str());
+    rmdir(script.substr(0, script.rfind('/')).c_str());
+  }
+};
+
+}  // namespace
+
+#if defined(__x86_64__)
+TEST_CASE("v8: a live node's JS frames, found by its symbols and read from its memory", "[v8][live]") {
+  const char* node = "/usr/bin/node";
+  SKIP_UNLESS(access(node, X_OK) == 0, "no " << node << " (nodejs): live V8 walk not run");
+  NodeChild child(node);
+  RuntimeFinder finder;
+  std::string why;
+  auto found = finder.find(child.pid, &why);
+  INFO(why);
+  REQUIRE(found.v8);
+  CHECK_FALSE(found.python);
+  ProcessMemory mem(child.pid);
+  V8Walker w(*found.v8);
+  JsCapture c = w.walk(mem, child.sample);
+  REQUIRE(c.status == JsCapture::Status::Ok);
+  std::vector<std::string> names;
+  for (const auto& f : c.frames) names.push_back(f.name);
+  INFO(Catch::Detail::stringify(names));
+  REQUIRE(c.frames.size() >= 3);
+  CHECK(c.frames[0].name == "spinHere");
+  CHECK(c.frames[0].file == child.script);
+  CHECK(c.frames[0].line == 1);
+  CHECK(c.frames[0].column == 18);
+  CHECK(c.frames[1].name == "inner");
+  CHECK(c.frames[1].line == 5);
+  CHECK(c.frames[2].name == "outer");
+  for (const auto& f : c.frames) CHECK_FALSE(f.unreadable);
+}
+
+// Not run by default: `build/jankbpf-unit "[v8-bench]"` prints the cost of
+// reading one sample's JS frames (what the ring thread pays).
+TEST_CASE("bench: JS frame read per sample", "[.][v8-bench]") {
+  const char* node = "/usr/bin/node";
+  SKIP_UNLESS(access(node, X_OK) == 0, "no " << node);
+  NodeChild child(node);
+  RuntimeFinder finder;
+  auto t0 = std::chrono::steady_clock::now();
+  auto found = finder.find(child.pid, nullptr);
+  double find_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(found.v8);
+  ProcessMemory mem(child.pid);
+  V8Walker w(*found.v8);
+  t0 = std::chrono::steady_clock::now();
+  JsCapture first = w.walk(mem, child.sample);
+  double cold_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(first.frames.size() >= 3);
+  constexpr int kRuns = 5000;
+  std::vector<double> us;
+  uint64_t reads0 = mem.reads();
+  for (int i = 0; i < kRuns; ++i) {
+    auto a = std::chrono::steady_clock::now();
+    JsCapture c = w.walk(mem, child.sample);
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
+    REQUIRE(c.frames.size() == first.frames.size());
+  }
+  std::sort(us.begin(), us.end());
+  auto pct = [&](double p) { return us[static_cast<size_t>(p * (us.size() - 1))]; };
+  std::printf("[v8-bench] %s, %zu JS frames: runtime found in %.2f ms; cold first read %.1f us; "
+              "warm p50 %.1f us, p99 %.1f us, max %.1f us; %.1f reads per capture\n",
+              node, first.frames.size(), find_ms, cold_us, pct(0.5), pct(0.99), us.back(),
+              static_cast<double>(mem.reads() - reads0) / kRuns);
+  CHECK(pct(0.5) < 1000.0);
+}
+#endif

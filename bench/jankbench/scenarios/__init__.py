@@ -10,7 +10,7 @@ from .fuzz import fuzz
 from .lane import lane_tax
 from .load import Workloads, hooks, tax, throughput
 from .soak import soak
-from .stacks import node, python_reader, stacks
+from .stacks import node, python_reader, stacks, v8_reader
 from .startup import startup
 
 SCENARIOS = {
@@ -22,6 +22,7 @@ SCENARIOS = {
     "footprint": footprint,
     "stacks": stacks,
     "python": python_reader,
+    "v8": v8_reader,
     "node": node,
     "lane_tax": lane_tax,
     "fuzz": fuzz,
