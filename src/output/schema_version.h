@@ -6,6 +6,6 @@
 
 namespace jankbpf {
 
-inline constexpr const char* kSchemaVersion = "1.2";
+inline constexpr const char* kSchemaVersion = "1.3";
 
 }  // namespace jankbpf
