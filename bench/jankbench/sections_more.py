@@ -64,27 +64,27 @@ def stacks(doc, d):
     doc.bullets(items, term=True)
 
 
-def python(doc, d):
+def _reader(doc, d, what: str, found: str, reads: str) -> bool:
     if "p50_us" not in d:
         doc.p(f"Not run ({d.get('error', '?')}).", term=True)
-        return
-    doc.p(f"`build/jankbpf-unit \"[python-bench]\"`: the ring thread's read of one sample's frames, "
-          f"{d['python']} spinning {d['frames']} Python frames deep, process_vm_readv: runtime found "
-          f"in {d['find_ms']:.1f} ms (once per process); cold first read {d['cold_us']:.0f} µs; warm p50 "
-          f"{d['p50_us']:.1f} µs, p99 {d['p99_us']:.0f} µs, max {d['max_us']:.0f} µs; {d['reads']:.0f} "
-          f"reads per capture ({d['p50_us'] / d['frames']:.1f} µs per frame).", term=True)
+        return False
+    doc.p(f"{what}, process_vm_readv: {found} in {d['find_ms']:.1f} ms (once per process); cold first read "
+          f"{d['cold_us']:.0f} µs; warm p50 {d['p50_us']:.1f} µs, p99 {d['p99_us']:.0f} µs, max "
+          f"{d['max_us']:.0f} µs; {d['reads']:.0f} reads per capture {reads}.", term=True)
+    return True
+
+
+def python(doc, d):
+    _reader(doc, d, f"`build/jankbpf-unit \"[python-bench]\"`: the ring thread's read of one sample's frames, "
+            f"{d.get('python')} spinning {d.get('frames')} Python frames deep", "runtime found",
+            f"({d['p50_us'] / d['frames']:.1f} µs per frame)" if "p50_us" in d else "")
 
 
 def v8(doc, d):
-    if "p50_us" not in d:
-        doc.p(f"Not run ({d.get('error', '?')}).", term=True)
-        return
-    doc.p(f"`build/jankbpf-unit \"[v8-bench]\"`: the ring thread's read of one sample's JavaScript frames, "
-          f"{d['node']} (no flags) spinning {d['frames']} JS frames deep, process_vm_readv: V8's constants "
-          f"found in {d['find_ms']:.1f} ms (once per process: node's .dynsym is 1.8 MB); cold first read "
-          f"{d['cold_us']:.0f} µs; warm p50 {d['p50_us']:.1f} µs, p99 {d['p99_us']:.0f} µs, max "
-          f"{d['max_us']:.0f} µs; {d['reads']:.0f} reads per capture (all frames' functions, then all their "
-          f"shared infos, each one batched call).", term=True)
+    _reader(doc, d, f"`build/jankbpf-unit \"[v8-bench]\"`: the ring thread's read of one sample's JavaScript "
+            f"frames, {d.get('node')} (no flags) spinning {d.get('frames')} JS frames deep",
+            "V8's constants found (node's .dynsym is 1.8 MB)",
+            "(all frames' functions, then all their shared infos, each one batched call)")
 
 
 def node(doc, d):

@@ -10,29 +10,16 @@
 #include <cstring>
 #include <vector>
 
+#include "input_memory.h"
 #include "runtime/python_frames.h"
 #include "runtime/python_layout.h"
 
 using namespace jankbpf::runtime;
+using jankbpf::fuzz::InputMemory;
 
 namespace {
 
 constexpr uint64_t kBase = 0x10000;
-
-class InputMemory final : public MemReader {
- public:
-  InputMemory(const uint8_t* d, size_t n) : data_(d), size_(n) {}
-  bool read(uint64_t addr, void* out, size_t len) override {
-    if (len > (64u << 10)) abort();  // every read the walker makes is bounded
-    if (addr < kBase || addr - kBase > size_ || len > size_ - (addr - kBase)) return false;
-    if (len) std::memcpy(out, data_ + (addr - kBase), len);
-    return true;
-  }
-
- private:
-  const uint8_t* data_;
-  size_t size_;
-};
 
 }  // namespace
 
@@ -49,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   uint64_t tid;
   std::memcpy(&tid, data + 1, 8);
-  InputMemory mem(data + 9, size - 9);
+  InputMemory mem(data + 9, size - 9, kBase, 64u << 10);  // every read the walker makes is bounded
   PythonWalker w(t);
   for (int round = 0; round < 2; ++round) {  // the second walk runs on the caches
     PyCapture c = w.walk(mem, tid);

@@ -8,29 +8,16 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "input_memory.h"
 #include "runtime/v8_frames.h"
 #include "runtime/v8_layout.h"
 
 using namespace jankbpf::runtime;
+using jankbpf::fuzz::InputMemory;
 
 namespace {
 
 constexpr uint64_t kBase = 0x10000, kSp = 0x7ffd00000000;
-
-class InputMemory final : public MemReader {
- public:
-  InputMemory(const uint8_t* d, size_t n) : data_(d), size_(n) {}
-  bool read(uint64_t addr, void* out, size_t len) override {
-    if (len > 2 * kMaxJsSourceBytes) abort();  // every read the walker makes is bounded
-    if (addr < kBase || addr - kBase > size_ || len > size_ - (addr - kBase)) return false;
-    if (len) std::memcpy(out, data_ + (addr - kBase), len);
-    return true;
-  }
-
- private:
-  const uint8_t* data_;
-  size_t size_;
-};
 
 }  // namespace
 
@@ -45,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   l.type_sfi = 262;
   l.type_script = 167;
   l.type_scope_info = 261;
-  InputMemory heap(data + split, size - split);
+  InputMemory heap(data + split, size - split, kBase, 2 * kMaxJsSourceBytes);
   V8Walker w(l);
   NativeStack s{0x1000, kSp, kSp + (fp_off % (split + 64)), {data, split}};
   for (int round = 0; round < 2; ++round) {  // the second walk runs on the caches

@@ -199,22 +199,29 @@ def warm_run() -> dict:
             "lost": summary.get("samples_lost"), "target_argv": config.disp(t.argv)}
 
 
+def _frame_reader(tag: str, runtime: str) -> dict:
+    """Runs the unit binary's [TAG] case, which times the ring thread's read
+    of one sample's runtime frames, and parses its one line."""
+    if not os.path.exists(UNIT):
+        return {"error": f"{os.path.relpath(UNIT, config.ROOT)} not built"}
+    r = subprocess.run([UNIT, f"[{tag}]"], capture_output=True, text=True, timeout=300)
+    m = re.search(r"\[" + tag + r"\] (\S+), (\d+) (?:JS )?frames: runtime found in ([\d.]+) ms; cold first read "
+                  r"([\d.]+) us; warm p50 ([\d.]+) us, p99 ([\d.]+) us, max ([\d.]+) us; ([\d.]+) reads per capture",
+                  r.stdout)
+    if not m:
+        return {"error": (r.stdout + r.stderr)[-500:]}
+    return {runtime: m.group(1), "frames": int(m.group(2)), "find_ms": float(m.group(3)),
+            "cold_us": float(m.group(4)), "p50_us": float(m.group(5)), "p99_us": float(m.group(6)),
+            "max_us": float(m.group(7)), "reads": float(m.group(8)),
+            "commands": [f'build/jankbpf-unit "[{tag}]"']}
+
+
 def python_reader(ctx) -> dict:
     """What reading one sample's Python frames costs the ring thread: the
     unit binary's [python-bench] case walks a live CPython 3.11 process
     spinning 30 Python frames deep, 5,000 times, with process_vm_readv."""
     say("7b. the Python frame reader")
-    if not os.path.exists(UNIT):
-        return {"error": f"{os.path.relpath(UNIT, config.ROOT)} not built"}
-    r = subprocess.run([UNIT, "[python-bench]"], capture_output=True, text=True, timeout=300)
-    m = re.search(r"\[python-bench\] (\S+), (\d+) frames: runtime found in ([\d.]+) ms; cold first read ([\d.]+) us; "
-                  r"warm p50 ([\d.]+) us, p99 ([\d.]+) us, max ([\d.]+) us; ([\d.]+) reads per capture", r.stdout)
-    if not m:
-        return {"error": (r.stdout + r.stderr)[-500:]}
-    return {"python": m.group(1), "frames": int(m.group(2)), "find_ms": float(m.group(3)),
-            "cold_us": float(m.group(4)), "p50_us": float(m.group(5)), "p99_us": float(m.group(6)),
-            "max_us": float(m.group(7)), "reads": float(m.group(8)),
-            "commands": ['build/jankbpf-unit "[python-bench]"']}
+    return _frame_reader("python-bench", "python")
 
 
 def v8_reader(ctx) -> dict:
@@ -223,17 +230,7 @@ def v8_reader(ctx) -> dict:
     functions deep once (ptrace) for its registers and stack, then walks
     that sample 5,000 times against the running process."""
     say("7c. the JavaScript frame reader")
-    if not os.path.exists(UNIT):
-        return {"error": f"{os.path.relpath(UNIT, config.ROOT)} not built"}
-    r = subprocess.run([UNIT, "[v8-bench]"], capture_output=True, text=True, timeout=300)
-    m = re.search(r"\[v8-bench\] (\S+), (\d+) JS frames: runtime found in ([\d.]+) ms; cold first read ([\d.]+) us; "
-                  r"warm p50 ([\d.]+) us, p99 ([\d.]+) us, max ([\d.]+) us; ([\d.]+) reads per capture", r.stdout)
-    if not m:
-        return {"error": (r.stdout + r.stderr)[-500:]}
-    return {"node": m.group(1), "frames": int(m.group(2)), "find_ms": float(m.group(3)),
-            "cold_us": float(m.group(4)), "p50_us": float(m.group(5)), "p99_us": float(m.group(6)),
-            "max_us": float(m.group(7)), "reads": float(m.group(8)),
-            "commands": ['build/jankbpf-unit "[v8-bench]"']}
+    return _frame_reader("v8-bench", "node")
 
 
 NODE_JS = r"""
