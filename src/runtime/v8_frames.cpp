@@ -57,7 +57,10 @@ bool V8Walker::read_string(MemReader& mem, uint64_t tagged, std::string& out, si
     size_t n = std::min<size_t>(static_cast<size_t>(length), max - out.size());
     size_t at_start = out.size();
     out.resize(at_start + (one_byte ? n : 2 * n));
-    if (n && !mem.read(obj + l_.seq_chars, out.data() + at_start, out.size() - at_start)) return false;
+    if (n && !mem.read(obj + l_.seq_chars, out.data() + at_start, out.size() - at_start)) {
+      out.resize(at_start);
+      return false;
+    }
     if (!one_byte) {  // in place: char i from the code unit at 2i
       for (size_t i = 0; i < n; ++i) {
         uint16_t ch;
@@ -123,7 +126,8 @@ void V8Walker::scope_info(MemReader& mem, uint64_t scope_info, std::string& name
     }
     uint16_t type = 0;
     if (!name.empty() || !instance_type(mem, v, &type) || type >= l_.first_nonstring) continue;
-    read_string(mem, v, name, kMaxJsStringBytes);
+    std::string s;
+    if (read_string(mem, v, s, kMaxJsStringBytes)) name = std::move(s);  // never a part
   }
 }
 

@@ -25,6 +25,9 @@
 #include "runtime/v8_frames.h"
 #include "runtime/v8_layout.h"
 #include "stack/tree.h"
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "fake_memory.h"
 #include "skip.h"
 
@@ -551,3 +554,112 @@ TEST_CASE("bench: JS frame read per sample", "[.][v8-bench]") {
   CHECK(pct(0.5) < 1000.0);
 }
 #endif
+
+namespace {
+
+// Records what a live walk reads, so that walk can be replayed offline.
+class RecordingMemory final : public MemReader {
+ public:
+  explicit RecordingMemory(MemReader& live) : live_(live) {}
+  bool read(uint64_t addr, void* out, size_t len) override {
+    bool ok = live_.read(addr, out, len);
+    if (ok) reads.push_back({addr, std::vector<uint8_t>(static_cast<uint8_t*>(out), static_cast<uint8_t*>(out) + len)});
+    return ok;
+  }
+  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> reads;
+
+ private:
+  MemReader& live_;
+};
+
+std::string hex(const uint8_t* p, size_t n) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += d[p[i] >> 4], s += d[p[i] & 15];
+  return s;
+}
+
+std::vector<uint8_t> unhex(const std::string& s) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i + 1 < s.size(); i += 2) out.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+constexpr const char* kNodeFixture = "tests/fixtures/v8/node20-spin.json";
+
+}  // namespace
+
+#if defined(__x86_64__)
+// Not run by default: `build/jankbpf-unit "[v8-capture]"` writes the
+// fixture the next case replays -- a live node's sample (registers, 16 KB
+// of stack), V8's constants, and every heap read the walk made.
+TEST_CASE("capture: a live node's sample as a fixture", "[.][v8-capture]") {
+  const char* node = "/usr/bin/node";
+  SKIP_UNLESS(access(node, X_OK) == 0, "no " << node);
+  NodeChild child(node);
+  int fd = ::open(node, O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  auto syms = runtime_symbols_of(fd);
+  ::close(fd);
+  REQUIRE(syms);
+  auto layout = v8_layout_from(syms->v8dbg, nullptr);
+  REQUIRE(layout);
+  ProcessMemory live(child.pid);
+  RecordingMemory rec(live);
+  V8Walker w(*layout);
+  JsCapture c = w.walk(rec, child.sample);
+  REQUIRE(c.frames.size() >= 3);
+  nlohmann::json j;
+  j["what"] = "node (no flags) spinning spinHere <- inner <- outer, stopped once with ptrace";
+  j["script"] = child.script;
+  j["pc"] = child.sample.pc;
+  j["sp"] = child.sample.sp;
+  j["fp"] = child.sample.fp;
+  j["stack"] = hex(child.stack.data(), child.stack.size());
+  for (const auto& [k, v] : syms->v8dbg) j["v8dbg"][k] = v;
+  for (const auto& [a, b] : rec.reads) j["reads"].push_back({{"addr", a}, {"bytes", hex(b.data(), b.size())}});
+  for (const auto& f : c.frames) j["frames"].push_back({{"name", f.name}, {"file", f.file}, {"line", f.line}, {"column", f.column}});
+  std::ofstream(kNodeFixture) << j.dump(1) << "\n";
+}
+#endif
+
+TEST_CASE("v8: a captured node sample replayed: the same frames from the same bytes", "[v8][fixture]") {
+  std::ifstream in(kNodeFixture);
+  REQUIRE(in);  // checked in: tests/fixtures/v8/
+  auto j = nlohmann::json::parse(in);
+  std::vector<std::pair<std::string, int64_t>> consts;
+  for (auto& [k, v] : j["v8dbg"].items()) consts.emplace_back(k, v.get<int64_t>());
+  std::string why;
+  auto layout = v8_layout_from(consts, &why);
+  INFO(why);
+  REQUIRE(layout);
+  FakeMemory mem;
+  for (const auto& r : j["reads"]) {
+    auto bytes = unhex(r["bytes"].get<std::string>());
+    auto& region = mem.region(r["addr"].get<uint64_t>(), bytes.size());
+    std::copy(bytes.begin(), bytes.end(), region.begin());
+  }
+  auto stack = unhex(j["stack"].get<std::string>());
+  NativeStack s{j["pc"].get<uint64_t>(), j["sp"].get<uint64_t>(), j["fp"].get<uint64_t>(), stack};
+  V8Walker w(*layout);
+  JsCapture c = w.walk(mem, s);
+  REQUIRE(c.frames.size() == j["frames"].size());
+  for (size_t i = 0; i < c.frames.size(); ++i) {
+    CHECK(c.frames[i].name == j["frames"][i]["name"].get<std::string>());
+    CHECK(c.frames[i].file == j["frames"][i]["file"].get<std::string>());
+    CHECK(c.frames[i].line == j["frames"][i]["line"].get<uint32_t>());
+    CHECK(c.frames[i].column == j["frames"][i]["column"].get<uint32_t>());
+  }
+  CHECK(c.frames[0].name == "spinHere");
+  CHECK(c.frames[0].line == 1);
+  CHECK(c.frames[1].name == "inner");
+  CHECK(c.frames[2].name == "outer");
+  // The same sample with its frame pointer lost (a leaf that used the
+  // register): the scan finds the same JS frames.
+  NativeStack lost = s;
+  lost.fp = 0x1d51880;
+  JsCapture scanned = w.walk(mem, lost);
+  REQUIRE_FALSE(scanned.frames.empty());
+  CHECK(scanned.scanned);
+  CHECK(scanned.frames.back().name == c.frames.back().name);
+}
