@@ -284,7 +284,7 @@ stack::Frame native(uint64_t pc, const char* sym, bool jit = false) {
     f.module = "/usr/bin/node";
     f.build_id = "ab";
   }
-  f.flags = jit ? stack::kFrameJit : 0;
+  f.flags = jit ? uint32_t{stack::kFrameJit} : 0u;
   return f;
 }
 
@@ -430,6 +430,7 @@ TEST_CASE("v8: the layout from constants, and what is refused", "[v8]") {
   CHECK(why.find("pointer compression") != std::string::npos);
 }
 
+#if defined(__x86_64__)
 namespace {
 
 // A node process spinning in spinHere <- inner <- outer, stopped once with
@@ -490,7 +491,6 @@ struct NodeChild {
 
 }  // namespace
 
-#if defined(__x86_64__)
 TEST_CASE("v8: a live node's JS frames, found by its symbols and read from its memory", "[v8][live]") {
   const char* node = "/usr/bin/node";
   SKIP_UNLESS(access(node, X_OK) == 0, "no " << node << " (nodejs): live V8 walk not run");
@@ -557,6 +557,19 @@ TEST_CASE("bench: JS frame read per sample", "[.][v8-bench]") {
 
 namespace {
 
+std::vector<uint8_t> unhex(const std::string& s) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i + 1 < s.size(); i += 2) out.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+constexpr const char* kNodeFixture = "tests/fixtures/v8/node20-spin.json";
+
+}  // namespace
+
+#if defined(__x86_64__)
+namespace {
+
 // Records what a live walk reads, so that walk can be replayed offline.
 class RecordingMemory final : public MemReader {
  public:
@@ -579,17 +592,8 @@ std::string hex(const uint8_t* p, size_t n) {
   return s;
 }
 
-std::vector<uint8_t> unhex(const std::string& s) {
-  std::vector<uint8_t> out;
-  for (size_t i = 0; i + 1 < s.size(); i += 2) out.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
-  return out;
-}
-
-constexpr const char* kNodeFixture = "tests/fixtures/v8/node20-spin.json";
-
 }  // namespace
 
-#if defined(__x86_64__)
 // Not run by default: `build/jankbpf-unit "[v8-capture]"` writes the
 // fixture the next case replays -- a live node's sample (registers, 16 KB
 // of stack), V8's constants, and every heap read the walk made.
