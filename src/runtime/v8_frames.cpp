@@ -149,8 +149,20 @@ const V8Walker::Script* V8Walker::script(MemReader& mem, uint64_t script) {
     for (size_t i = 0; i < text.size(); ++i)
       if (text[i] == '\n') sc.line_starts.push_back(static_cast<uint32_t>(i + 1));
   }
-  if (script_cache_.size() >= 1024) script_cache_.clear();
-  return &(script_cache_[script] = std::move(sc));
+  if (sc.line_starts.size() > kMaxLineStarts) {  // a pathological source: no lines rather than 16 MB
+    sc.line_starts = {};
+    sc.lines = false;
+  }
+  // Bounded by entries and by line starts held (a bundle of many large
+  // scripts must not grow a process's cache without end).
+  if (script_cache_.size() >= kMaxCachedScripts || line_starts_held_ + sc.line_starts.size() > kMaxLineStarts) {
+    script_cache_.clear();
+    line_starts_held_ = 0;
+  }
+  line_starts_held_ += sc.line_starts.size();
+  auto& slot = script_cache_[script];
+  line_starts_held_ -= slot.line_starts.size();  // an entry replaced (the script's name or source moved)
+  return &(slot = std::move(sc));
 }
 
 const V8Walker::Sfi* V8Walker::decode(MemReader& mem, uint64_t sfi, uint64_t name_or_scope, uint64_t script_ptr) {
@@ -180,7 +192,7 @@ const V8Walker::Sfi* V8Walker::decode(MemReader& mem, uint64_t sfi, uint64_t nam
       }
     }
   }
-  if (sfi_cache_.size() >= 16384) sfi_cache_.clear();
+  if (sfi_cache_.size() >= kMaxCachedFunctions) sfi_cache_.clear();
   return &(sfi_cache_[sfi] = std::move(d));
 }
 

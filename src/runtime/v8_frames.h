@@ -50,6 +50,9 @@ inline constexpr size_t kMaxFpLinks = 256;
 inline constexpr uint64_t kMaxScanBytes = 8192;  // searched for a chain when the frame pointer has none
 inline constexpr size_t kMaxJsStringBytes = 256;
 inline constexpr size_t kMaxJsSourceBytes = 4u << 20;  // sources read for line numbers, once per script
+// Per process: decoded functions, scripts, and the line starts they hold
+// (4 bytes each: at most 4 MB).
+inline constexpr size_t kMaxCachedFunctions = 4096, kMaxCachedScripts = 1024, kMaxLineStarts = 1u << 20;
 
 class V8Walker {
  public:
@@ -90,6 +93,7 @@ class V8Walker {
   uint64_t sfi_map_ = 0;  // the SharedFunctionInfo map, once seen (read-only space: it never moves)
   std::unordered_map<uint64_t, Sfi> sfi_cache_;          // SFI address -> decoded
   std::unordered_map<uint64_t, Script> script_cache_;  // Script address -> decoded
+  size_t line_starts_held_ = 0;                         // in script_cache_
 };
 
 }  // namespace jankbpf::runtime
