@@ -153,7 +153,8 @@ runtime::RuntimeCapture Reporter::capture_runtime(pid_t pid, pid_t tid, uint64_t
                                                   std::span<const uint64_t> regs, std::span<const uint8_t> stack) {
   runtime::RuntimeCapture rt;
   rt.python = python_->capture(pid, tid, sample_ns);
-  if (rt.python.status != runtime::PyCapture::Status::None || !python_->is_v8(pid)) return rt;
+  if (rt.python.status != runtime::PyCapture::Status::None || python_->kind(pid) != runtime::RuntimeKind::V8)
+    return rt;
   auto r = decode_user_regs(host_arch().arch, cfg_.regs_mask, regs);
   if (!r || !r->has_fp) return rt;
   rt.js = python_->capture_js(pid, sample_ns, runtime::NativeStack{r->pc, r->sp, r->fp, stack});

@@ -139,8 +139,8 @@ class Reporter {
                                           std::span<const uint8_t> stack);
   // Places a sample's Python or JavaScript frames in its stack (counted
   // unless `count` is false: a hang's stacks are counted with the task's jank).
-  void add_runtime_frames(stack::ResolvedStack& s, const runtime::RuntimeCapture& rt, bool python_process,
-                          bool v8_process, uint64_t task_end_ns, bool count);
+  void add_runtime_frames(stack::ResolvedStack& s, const runtime::RuntimeCapture& rt, runtime::RuntimeKind kind,
+                          uint64_t task_end_ns, bool count);
   void job_failed(const char* what);
   void emit_parked(bool all);
   void write_task(const TaskRecord& rec);

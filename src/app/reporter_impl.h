@@ -37,7 +37,7 @@ struct Reporter::Impl {
     // Python or JavaScript frames read at the sample's arrival: placed in
     // the stack when the task is reported, if read before it ended.
     runtime::RuntimeCapture rt;
-    bool python_process = false, v8_process = false;
+    runtime::RuntimeKind runtime = runtime::RuntimeKind::Native;  // of the process, when the sample was unwound
   };
   std::unordered_map<pid_t, std::deque<Stored>> stacks;  // by tid
   struct OffCpu {
@@ -67,13 +67,13 @@ struct Reporter::Impl {
   }
 
   void store(pid_t tid, uint64_t time_ns, stack::ResolvedStack&& s, runtime::RuntimeCapture&& rt = {},
-             bool python_process = false, bool v8_process = false) {
+             runtime::RuntimeKind runtime = runtime::RuntimeKind::Native) {
     make_room(stacks, tid, true);
     auto& q = stacks[tid];
     while (!q.empty() && (q.size() >= kMaxStacksPerThread || time_ns - q.front().time_ns > kMaxStackAgeNs))
       q.pop_front();
     pid_t pid = s.pid;
-    q.push_back({time_ns, pid, std::move(s), std::move(rt), python_process, v8_process});
+    q.push_back({time_ns, pid, std::move(s), std::move(rt), runtime});
   }
 };
 

@@ -28,13 +28,13 @@ const char* state_name(uint32_t st) {
 
 }  // namespace
 
-void Reporter::add_runtime_frames(stack::ResolvedStack& s, const runtime::RuntimeCapture& rt, bool python_process,
-                                  bool v8_process, uint64_t task_end_ns, bool count) {
+void Reporter::add_runtime_frames(stack::ResolvedStack& s, const runtime::RuntimeCapture& rt,
+                                  runtime::RuntimeKind kind, uint64_t task_end_ns, bool count) {
   runtime::RuntimeFrameStats st;
-  if (python_process || rt.python.status != runtime::PyCapture::Status::None)
-    runtime::interleave_python(s, rt.python, python_process, task_end_ns, st);
-  if (v8_process || rt.js.status != runtime::JsCapture::Status::None)
-    runtime::interleave_js(s, rt.js, v8_process, task_end_ns, st);
+  const bool python = kind == runtime::RuntimeKind::Python, v8 = kind == runtime::RuntimeKind::V8;
+  if (python || rt.python.status != runtime::PyCapture::Status::None)
+    runtime::interleave_python(s, rt.python, python, task_end_ns, st);
+  if (v8 || rt.js.status != runtime::JsCapture::Status::None) runtime::interleave_js(s, rt.js, v8, task_end_ns, st);
   if (!count || (!st.read && !st.unreadable)) return;
   std::lock_guard lk(mu_);
   stats_.runtime_frames_read += st.read;
@@ -46,8 +46,7 @@ void Reporter::handle(SampleJob& j) {
   if (!stack::parse_perf_sample(j.record, cfg_.perf_sample_type, cfg_.regs_mask, v)) return;
   stack::SampleInput in = stack::to_sample_input(v, cfg_.regs_mask);
   auto resolved = impl_->resolver.resolve(in);
-  impl_->store(static_cast<pid_t>(v.tid), v.time, std::move(resolved), std::move(j.rt), python_->is_python(in.pid),
-               python_->is_v8(in.pid));
+  impl_->store(static_cast<pid_t>(v.tid), v.time, std::move(resolved), std::move(j.rt), python_->kind(in.pid));
 }
 
 void Reporter::handle(OffCpuJob& j) {
@@ -70,8 +69,7 @@ void Reporter::handle(OffCpuJob& j) {
   in.kernel_callchain = std::span<const uint64_t>(kpcs, kframes);
   in.wait_state = e.state == JB_ST_BLOCKED ? 'D' : e.state == JB_ST_RUNNABLE ? 'R' : 'S';
   auto resolved = impl_->resolver.resolve(in);
-  impl_->store(in.tid, e.hdr.time_ns, std::move(resolved), std::move(j.rt), python_->is_python(in.pid),
-               python_->is_v8(in.pid));
+  impl_->store(in.tid, e.hdr.time_ns, std::move(resolved), std::move(j.rt), python_->kind(in.pid));
 
   Impl::OffCpu off;
   off.pid = in.pid;
@@ -132,9 +130,9 @@ void Reporter::handle(TaskJob& j) {
       if (s.time_ns >= ctx.begin_ns && s.time_ns <= ctx.end_ns) {
         const stack::ResolvedStack* st = &s.stack;
         stack::ResolvedStack with_runtime;
-        if (s.python_process || s.v8_process || s.rt.any()) {
+        if (s.runtime != runtime::RuntimeKind::Native || s.rt.any()) {
           with_runtime = s.stack;
-          add_runtime_frames(with_runtime, s.rt, s.python_process, s.v8_process, ctx.end_ns, !hang);
+          add_runtime_frames(with_runtime, s.rt, s.runtime, ctx.end_ns, !hang);
           st = &with_runtime;
         }
         tree.add(*st);

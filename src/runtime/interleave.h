@@ -15,6 +15,9 @@ namespace jankbpf::runtime {
 inline constexpr const char* kPythonUnreadable = "[python: unreadable]";
 inline constexpr const char* kJsUnreadable = "[js: unreadable]";
 
+// Which runtime a process runs, as far as its frames are read.
+enum class RuntimeKind : uint8_t { Native, Python, V8 };
+
 // What the ring thread read of a sample's runtime frames.
 struct RuntimeCapture {
   PyCapture python;

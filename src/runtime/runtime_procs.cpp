@@ -50,19 +50,13 @@ bool RuntimeProcesses::look(pid_t pid) {
     if (it != known_.end() && live_.count(pid)) return it->second.kind != Kind::Native;
   }
   discover(pid);
-  return is_python(pid) || is_v8(pid);
+  return kind(pid) != Kind::Native;
 }
 
-bool RuntimeProcesses::is_python(pid_t pid) {
+RuntimeKind RuntimeProcesses::kind(pid_t pid) {
   std::lock_guard lk(mu_);
   auto it = known_.find(pid);
-  return it != known_.end() && it->second.kind == Kind::Python;
-}
-
-bool RuntimeProcesses::is_v8(pid_t pid) {
-  std::lock_guard lk(mu_);
-  auto it = known_.find(pid);
-  return it != known_.end() && it->second.kind == Kind::V8;
+  return it != known_.end() ? it->second.kind : Kind::Native;
 }
 
 void RuntimeProcesses::check_exec(pid_t pid) {

@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "runtime/runtime_find.h"
+#include "runtime/interleave.h"
 #include "runtime/python_frames.h"
 #include "runtime/v8_frames.h"
 
@@ -43,9 +44,8 @@ class RuntimeProcesses {
   // not before (once per process and exec: its symbols are read).
   bool look(pid_t pid);
 
-  // Any thread.
-  bool is_python(pid_t pid);
-  bool is_v8(pid_t pid);
+  // Any thread: what pid was found to run (Native until looked at).
+  RuntimeKind kind(pid_t pid);
   // The process exec'd since it was looked at (`nice python3 app.py` is not
   // Python when first seen): look again at its next sample. Called when a
   // task of the process turns long (an exec ends the task), so one stat()
@@ -60,7 +60,7 @@ class RuntimeProcesses {
   static uint64_t ns_tid(pid_t pid, pid_t tid);
 
   std::mutex mu_;
-  enum class Kind : uint8_t { Native, Python, V8 };
+  using Kind = RuntimeKind;
   struct Live;
   Live* live_for(pid_t pid);
   struct Known {

@@ -25,6 +25,7 @@
 #include "runtime/runtime_procs.h"
 #include "stack/tree.h"
 #include "fake_memory.h"
+#include "ready_child.h"
 #include "skip.h"
 
 using namespace jankbpf;
@@ -481,30 +482,8 @@ TEST_CASE("a task without markers is named by its innermost readable Python fram
 namespace {
 
 // A Python child running `code`; it prints a line when it is ready.
-struct PyChild {
-  pid_t pid = -1;
-  explicit PyChild(const std::string& python, const std::string& code) {
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      dup2(fds[1], 1);
-      close(fds[0]);
-      execl(python.c_str(), python.c_str(), "-c", code.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(fds[1]);
-    char c;
-    REQUIRE(::read(fds[0], &c, 1) == 1);  // ready
-    close(fds[0]);
-  }
-  ~PyChild() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
+struct PyChild : test::ReadyChild {
+  PyChild(const std::string& python, const std::string& code) : ReadyChild({python, "-c", code}) {}
 };
 
 // outer -> inner -> spin_here (line 5), each a plain Python call.

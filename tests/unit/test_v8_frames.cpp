@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fake_memory.h"
+#include "ready_child.h"
 #include "skip.h"
 
 using namespace jankbpf;
@@ -436,34 +437,24 @@ namespace {
 // A node process spinning in spinHere <- inner <- outer, stopped once with
 // ptrace for its registers and 16 KB of stack, as a perf sample has them.
 struct NodeChild {
-  pid_t pid = -1;
+  std::string script = write_script();
+  test::ReadyChild child;
+  pid_t pid;
   NativeStack sample;
   std::vector<uint8_t> stack;
-  std::string script;
-  explicit NodeChild(const char* node) {
+  static std::string write_script() {
     char dir[] = "/tmp/jankbpf-v8-XXXXXX";
     REQUIRE(mkdtemp(dir));
-    script = std::string(dir) + "/spin.js";
-    FILE* f = fopen(script.c_str(), "w");
+    std::string path = std::string(dir) + "/spin.js";
+    FILE* f = fopen(path.c_str(), "w");
     REQUIRE(f);
     fputs("function spinHere(n) {\n  let x = 0;\n  for (;;) x += Math.sqrt(n + x);\n}\n"
           "function inner() { spinHere(1); }\nfunction outer() { inner(); }\n"
           "process.stdout.write('r', () => outer());\n", f);
     fclose(f);
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      dup2(fds[1], 1);
-      close(fds[0]);
-      execl(node, node, script.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(fds[1]);
-    char c;
-    REQUIRE(::read(fds[0], &c, 1) == 1);  // about to spin
-    close(fds[0]);
+    return path;
+  }
+  explicit NodeChild(const char* node) : child({node, script}), pid(child.pid) {
     usleep(300 * 1000);  // in the loop, optimized or not
     REQUIRE(ptrace(PTRACE_SEIZE, pid, nullptr, nullptr) == 0);
     REQUIRE(ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) == 0);
@@ -480,10 +471,6 @@ struct NodeChild {
     ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
   }
   ~NodeChild() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
     unlink(script.c_str());
     rmdir(script.substr(0, script.rfind('/')).c_str());
   }
