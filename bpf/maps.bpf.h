@@ -96,6 +96,20 @@ struct {
 	__type(value, struct jb_timer);
 } timers SEC(".maps");
 
+/*
+ * Timer watchdog: threads inside a task with no timer armed. A timer is
+ * armed at a switch-in, and a thread already asleep in its wait when
+ * jankbpf started is first seen at that wait's return, a tracepoint or
+ * uprobe that may not start one: its first task would go unwatched until
+ * it happened to be preempted. The next sched_switch anywhere arms it.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} unarmed SEC(".maps");
+
 /* The small records (tasks, exits, trace triggers): ~4,000 between two
  * reads, whatever the off-CPU captures do. */
 struct {

@@ -57,4 +57,8 @@ const volatile bool scan_watchdog = false;
  * mmapped .bss, no syscall). */
 __s64 long_tasks = 0;
 
+/* Entries added to `unarmed` since sched_switch last looked: one global
+ * load on every switch while it is 0. */
+__u32 unarmed_nr = 0;
+
 #endif /* JANKBPF_OPTIONS_BPF_H */

@@ -138,6 +138,8 @@ static __always_inline void switch_hook(void *ctx, bool btf, bool preempt,
 	}
 	if (btf && t)
 		arm_watchdog(TASK_FIELD(btf, next, pid), t);
+	if (btf)
+		arm_unarmed();
 }
 
 /*

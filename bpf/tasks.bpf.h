@@ -95,6 +95,28 @@ static __always_inline void end_task(struct jb_thread *t, __u32 tid, __u32 flags
 	bpf_ringbuf_submit(e, 0);
 }
 
+/*
+ * Timer mode, a task beginning with no watchdog (see `unarmed`): list the
+ * thread, and wake the reader so that a switch comes soon even on an idle
+ * machine; that switch arms it.
+ */
+static __noinline void ask_to_arm(__u32 tgid, __u32 tid)
+{
+	__u8 one = 1;
+	struct jb_header *h;
+
+	if (bpf_map_update_elem(&unarmed, &tid, &one, BPF_ANY)) {
+		stat_inc(JB_STAT_TIMER_FAIL);
+		return;
+	}
+	__sync_fetch_and_add(&unarmed_nr, 1);
+	h = reserve_event(sizeof(*h));
+	if (h) {
+		fill_header(h, JB_EV_UNARMED, tgid, tid, bpf_ktime_get_ns());
+		bpf_ringbuf_submit(h, BPF_RB_FORCE_WAKEUP);
+	}
+}
+
 /* A new task on the current thread, from now. */
 static __always_inline void begin_task(struct jb_thread *t, __u32 tid, __u64 now, __u32 boundary)
 {
@@ -123,6 +145,8 @@ static __always_inline void begin_task(struct jb_thread *t, __u32 tid, __u64 now
 
 		if (bpf_map_update_elem(&in_task, &tid, &one, BPF_ANY) == -E2BIG)
 			stat_inc(JB_STAT_SCAN_FULL);
+	} else if (!t->armed) {
+		ask_to_arm(t->pid, tid);
 	}
 }
 

@@ -158,6 +158,39 @@ fail:
 	t->armed = 0;
 }
 
+/* One thread of `unarmed`: armed if it is still there and still unarmed. */
+static long arm_listed(void *map, __u32 *key, __u8 *unused, void *ctx)
+{
+	__u32 tid = *key;
+	struct task_struct *task = NULL;
+	struct jb_thread *t;
+
+	bpf_map_delete_elem(map, key);
+	if (state_in_task) {
+		if (!use_task_from_pid || !bpf_task_from_pid)
+			return 0;
+		task = bpf_task_from_pid(tid);
+		if (!task)
+			return 0;
+		t = bpf_task_storage_get(&thread_state, task, 0, 0);
+	} else {
+		t = bpf_map_lookup_elem(&threads, &tid);
+	}
+	if (t && t->in_task)
+		arm_watchdog(tid, t);
+	if (task)
+		bpf_task_release(task);
+	return 0;
+}
+
+/* At a switch anywhere (timer mode): arm the threads whose tasks began unarmed. */
+static __always_inline void arm_unarmed(void)
+{
+	if (!unarmed_nr || !__sync_lock_test_and_set(&unarmed_nr, 0))
+		return;
+	bpf_for_each_map_elem(&unarmed, arm_listed, NULL, 0);
+}
+
 /* The scan watchdog's tick: one look at each thread inside a task. */
 static long scan_one(void *map, __u32 *tid, __u8 *unused, void *ctx)
 {

@@ -45,6 +45,9 @@ enum jb_event_type {
 			     * for marked binaries its process maps) */
 	JB_EV_SAMPLED = 10, /* a sample of an eager_pids process is in the perf
 			     * ring (a bare jb_header): read it now */
+	JB_EV_UNARMED = 11, /* a task began with no watchdog armed (a bare
+			     * jb_header): it only wakes the reader, whose
+			     * switch-in arms the thread's timer */
 };
 
 /* Where a watched thread is, for the per-task state breakdown. */

@@ -390,6 +390,8 @@ void Monitor::on_record(std::span<const uint8_t> rec) {
     case JB_EV_SAMPLED:  // an eager process's sample: its Python frames now
       drain_samples();
       return;
+    case JB_EV_UNARMED:  // its only job was to wake this thread: the switch-in arms a watchdog
+      return;
     case JB_EV_TASK_END:
     case JB_EV_HANG:
     case JB_EV_CROSSING:

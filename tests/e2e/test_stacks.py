@@ -79,6 +79,22 @@ def test_stacks_cover_the_start_of_the_task(tmp_path):
     assert "phase_a" in j["heaviest_stack"]
 
 
+def test_first_task_of_a_thread_asleep_at_attach_is_sampled_from_its_early_mark(tmp_path):
+    # The target is already asleep in its wait when jankbpf starts, so the
+    # thread is first seen at that wait's return, with no switch-in to arm
+    # its watchdog. SCHED_FIFO: no preemption arms it by chance either (it
+    # did one run in four, and the first task had 0 samples the others).
+    # 50..300 ms at one sample per 10 ms: 25 samples.
+    with Target.start("spin:300,spin:300", start_delay=4, fifo=1) as target:
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE,
+                     "--log-dir", str(tmp_path))
+        first = jb.wait_for(lambda r: r.get("type") == "jank" and r["task_seq"] == 1, timeout=20)
+        assert jb.stop() == 0, jb.stderr
+    assert first is not None, jb.stderr
+    assert first["samples"] >= 20, first
+    assert first["heaviest_stack"], first
+
+
 def test_blocked_thread_has_kernel_stack_user_stack_and_waker(tmp_path):
     (j,) = run_stack_loop(tmp_path, "block:300")
     assert j["state_ms"]["sleeping"] > 280
