@@ -38,6 +38,7 @@ max_len() {
     fuzz_marker_spec) echo 1024 ;;
     fuzz_stack_tree|fuzz_json_sink) echo 4096 ;;
     fuzz_python_frames) echo 16384 ;;  # a few thread states, frames, code objects
+    fuzz_kernel_funcs) echo 32768 ;;  # a BTF blob of a few hundred types
   esac
 }
 
@@ -82,6 +83,9 @@ put('fuzz_elf_notes', 'usdt_50000', eh + notes + so_pad + shdrs)
 put('fuzz_marker_spec', 'spec_1mb', b'/bin/' + b'a' * (1 << 20) + b':f,/bin/b:' + b'g' * 1000)
 put('fuzz_stack_tree', 'random_1mb', r.randbytes(1 << 20))
 put('fuzz_json_sink', 'random_1mb', r.randbytes(1 << 20))
+# This kernel's own BTF (~5 MB, ~100,000 types), where there is one.
+if os.path.exists('/sys/kernel/btf/vmlinux'):
+    put('fuzz_kernel_funcs', 'vmlinux', open('/sys/kernel/btf/vmlinux', 'rb').read())
 PY
 }
 

@@ -1,7 +1,6 @@
 #include "bpf/detector.h"
 
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
@@ -31,13 +30,6 @@
 #include "util/tracefs.h"
 
 namespace jankbpf {
-namespace {
-
-struct BtfDeleter {
-  void operator()(btf* b) const { btf__free(b); }
-};
-
-}  // namespace
 
 void Detector::SkelDeleter::operator()(jank_bpf* s) const { jank_bpf__destroy(s); }
 void Detector::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
@@ -110,12 +102,12 @@ std::unique_ptr<Detector> Detector::start(const DetectorConfig& cfg, RecordHandl
   std::unique_ptr<Detector> d(new Detector());
   d->handler_ = std::move(handler);
   const uint64_t t0 = monotonic_ns();
-  // Parsed once here (libbpf parses it again for CO-RE): ~5 ms of start-up.
-  std::unique_ptr<btf, BtfDeleter> vmlinux(btf__load_vmlinux_btf());
+  // The kernel's function names only (libbpf parses all of its BTF for CO-RE).
+  const KernelFuncs kernel = KernelFuncs::load();
   const uint64_t t1 = monotonic_ns();
-  const bool trampolines = probe_trampolines(cfg, vmlinux.get(), features);
+  const bool trampolines = probe_trampolines(cfg, kernel, features);
   const uint64_t t2 = monotonic_ns();
-  if (!d->load_best(cfg, trampolines, vmlinux.get(), features, error)) return nullptr;
+  if (!d->load_best(cfg, trampolines, kernel, features, error)) return nullptr;
   const uint64_t t3 = monotonic_ns();
   if (d->attach(error)) {
     log::info("start: kernel BTF %.1f ms, trampoline probe %.1f ms, load %.1f ms, attach %.1f ms", (t1 - t0) / 1e6,
@@ -125,27 +117,27 @@ std::unique_ptr<Detector> Detector::start(const DetectorConfig& cfg, RecordHandl
   if (!d->trampolines_ || cfg.hooks == HookKind::Trampoline) return nullptr;
   // The probe attached one, yet these did not: say so, take the tracepoints.
   features->set("trampolines", false, *error, "syscall tracepoints");
-  if (!d->load_best(cfg, false, vmlinux.get(), features, error) || !d->attach(error)) return nullptr;
+  if (!d->load_best(cfg, false, kernel, features, error) || !d->attach(error)) return nullptr;
   return d;
 }
 
 bool Detector::probe(const DetectorConfig& cfg, FeatureSet* features, std::string* error) {
   capture_libbpf_log();
   Detector d;
-  std::unique_ptr<btf, BtfDeleter> vmlinux(btf__load_vmlinux_btf());
-  return d.load_best(cfg, probe_trampolines(cfg, vmlinux.get(), features), vmlinux.get(), features, error);
+  const KernelFuncs kernel = KernelFuncs::load();
+  return d.load_best(cfg, probe_trampolines(cfg, kernel, features), kernel, features, error);
 }
 
 // Whether to hook the waits with trampolines: by attaching one to the
 // arch's ppoll entry point (every arch has ppoll) and detaching it, unless
 // told otherwise. (Argument-less syscalls such as getppid have no BTF
 // entry for their wrapper.)
-bool Detector::probe_trampolines(const DetectorConfig& cfg, const btf* vmlinux, FeatureSet* features) {
+bool Detector::probe_trampolines(const DetectorConfig& cfg, const KernelFuncs& kernel, FeatureSet* features) {
   if (cfg.hooks == HookKind::Tracepoint) return false;
   std::string detail;
   bool ok = !disabled_by_env("trampolines");
   if (!ok) detail = "disabled by JANKBPF_DISABLE";
-  else ok = probe::trampoline(vmlinux, syscall_functions(host_arch(), "ppoll")[0], &detail);
+  else ok = probe::trampoline(kernel, syscall_functions(host_arch(), "ppoll")[0], &detail);
   features->set("trampolines", ok, detail, ok ? "" : "syscall tracepoints");
   return ok || cfg.hooks == HookKind::Trampoline;
 }
@@ -158,11 +150,11 @@ bool Detector::probe_trampolines(const DetectorConfig& cfg, const btf* vmlinux, 
 //     task again (bpf_task_from_pid, 6.2+) > a tid hash;
 //   off-CPU captures (bpf_task_pt_regs + a user stack copy in sched_switch)
 //     > none.
-bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const btf* vmlinux,
+bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const KernelFuncs& kernel,
                          FeatureSet* features, std::string* error) {
   std::string why;
   const bool want_offcpu = cfg.offcpu && cfg.early_ns && !disabled_by_env("offcpu_capture");
-  bool kfunc = btf_has_func(vmlinux, "bpf_task_from_pid") && !disabled_by_env("bpf_task_from_pid");
+  bool kfunc = kernel.has("bpf_task_from_pid") && !disabled_by_env("bpf_task_from_pid");
   features->set("bpf_task_from_pid", kfunc,
                 kfunc ? "in the kernel's BTF"
                       : disabled_by_env("bpf_task_from_pid") ? "disabled by JANKBPF_DISABLE"
@@ -182,7 +174,7 @@ bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const btf*
   }
   std::string timer_why, offcpu_why, task_why;
   for (const Plan& p : plans) {
-    if (load(cfg, p, vmlinux, &why)) {
+    if (load(cfg, p, kernel, &why)) {
       const bool timer = p.mode == WatchdogMode::Timer;
       if (cfg.watchdog != WatchdogMode::Scan)
         features->set("bpf_timer", timer, timer ? "tp_btf programs own bpf_timers" : timer_why,
@@ -208,7 +200,7 @@ bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const btf*
   return false;
 }
 
-bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const btf* vmlinux, std::string* error) {
+bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFuncs& kernel, std::string* error) {
   skel_.reset();
   clear_libbpf_log();
   skel_.reset(jank_bpf__open());
@@ -253,7 +245,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const btf* vmli
   // One token bucket per process capturing now (LRU: an old one just goes).
   bpf_map__set_max_entries(skel_->maps.offcpu_bucket, plan.offcpu && cfg.offcpu_rate ? 4096 : 1);
   if (test_seams::one_ring() && !share_one_ring(error)) return false;
-  select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, vmlinux);
+  select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, kernel);
 
   if (int err = jank_bpf__load(skel_.get())) {
     std::string why = last_libbpf_line();

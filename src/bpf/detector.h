@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bpf/features.h"
+#include "bpf/kernel_funcs.h"
 #include "bpf/kernel_stats.h"
 #include "bpf/marker_links.h"
 #include "bpf/modes.h"
@@ -115,10 +116,10 @@ class Detector {
     WatchdogMode mode;
     bool state_in_task, offcpu, task_from_pid, trampolines;
   };
-  bool load(const DetectorConfig& cfg, const Plan& plan, const btf* vmlinux, std::string* error);
-  bool load_best(const DetectorConfig& cfg, bool trampolines, const btf* vmlinux, FeatureSet* features,
+  bool load(const DetectorConfig& cfg, const Plan& plan, const KernelFuncs& kernel, std::string* error);
+  bool load_best(const DetectorConfig& cfg, bool trampolines, const KernelFuncs& kernel, FeatureSet* features,
                  std::string* error);
-  static bool probe_trampolines(const DetectorConfig& cfg, const btf* vmlinux, FeatureSet* features);
+  static bool probe_trampolines(const DetectorConfig& cfg, const KernelFuncs& kernel, FeatureSet* features);
   bool attach(std::string* error);
   bool attach_scan_tick(std::string* error);
   bool attach_wait_tracepoints(std::string* error);

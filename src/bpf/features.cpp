@@ -76,13 +76,13 @@ bool disabled_by_env(const char* name) {
 
 namespace probe {
 
-bool trampoline(const btf* vmlinux, const std::string& function, std::string* detail) {
-  if (!vmlinux) {
-    *detail = "cannot read the kernel's BTF";
+bool trampoline(const KernelFuncs& kernel, const std::string& function, std::string* detail) {
+  if (!kernel.ok()) {
+    *detail = "cannot read the kernel's BTF: " + kernel.error();
     return false;
   }
-  int id = btf__find_by_name_kind(vmlinux, function.c_str(), BTF_KIND_FUNC);
-  if (id <= 0) {
+  uint32_t id = kernel.id(function);
+  if (id == 0) {
     *detail = function + " is not in the kernel's BTF";
     return false;
   }
@@ -92,7 +92,7 @@ bool trampoline(const btf* vmlinux, const std::string& function, std::string* de
       {.code = BPF_JMP | BPF_EXIT, .dst_reg = 0, .src_reg = 0, .off = 0, .imm = 0},
   };
   LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_TRACE_FENTRY,
-              .attach_btf_id = static_cast<__u32>(id));
+              .attach_btf_id = id);
   int prog = bpf_prog_load(BPF_PROG_TYPE_TRACING, "jb_probe_fentry", "GPL", insns, 2, &opts);
   if (prog < 0) {
     *detail = "loading an fentry program on " + function + ": " + strerror(errno);

@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-struct btf;
+#include "bpf/kernel_funcs.h"
+
 
 namespace jankbpf {
 
@@ -44,7 +45,7 @@ bool disabled_by_env(const char* name);
 namespace probe {
 // A BPF trampoline (fentry) can be loaded on and attached to `function`;
 // it is detached again at once.
-bool trampoline(const ::btf* vmlinux, const std::string& function, std::string* detail);
+bool trampoline(const KernelFuncs& kernel, const std::string& function, std::string* detail);
 // A cpu-clock perf event with user registers and a user stack copy of
 // `stack_bytes`, opened disabled on the first online CPU and closed again.
 bool perf_user_stacks(uint64_t regs_mask, uint32_t stack_bytes, std::string* detail);

@@ -1,6 +1,5 @@
 #include "bpf/program_select.h"
 
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "arch/arch.h"
@@ -10,10 +9,6 @@
 #include "util/tracefs.h"
 
 namespace jankbpf {
-
-bool btf_has_func(const btf* vmlinux, const std::string& name) {
-  return vmlinux && btf__find_by_name_kind(vmlinux, name.c_str(), BTF_KIND_FUNC) > 0;
-}
 
 namespace {
 
@@ -58,10 +53,10 @@ std::vector<TpWait> tracepoint_waits() {
   return out;
 }
 
-std::vector<std::string> present_functions(const btf* vmlinux, const std::string& syscall) {
+std::vector<std::string> present_functions(const KernelFuncs& kernel, const std::string& syscall) {
   std::vector<std::string> out;
   for (const auto& f : syscall_functions(host_arch(), syscall)) {
-    if (btf_has_func(vmlinux, f)) out.push_back(f);
+    if (kernel.has(f)) out.push_back(f);
     else if (out.empty()) return {};
   }
   return out;
@@ -70,7 +65,7 @@ std::vector<std::string> present_functions(const btf* vmlinux, const std::string
 // Which programs load: the timer watchdog needs tp_btf programs, the scan
 // watchdog raw_tp + perf_event; the waits as trampolines or tracepoints.
 void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu, bool markers,
-                     bool trampolines, const btf* vmlinux) {
+                     bool trampolines, const KernelFuncs& kernel) {
   const bool timer = mode == WatchdogMode::Timer;
   bpf_program* btf_progs[] = {skel->progs.jb_switch_btf, skel->progs.jb_wakeup_btf,
                               skel->progs.jb_wakeup_new_btf, skel->progs.jb_exit_btf,
@@ -92,7 +87,7 @@ void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu
   }
 
   // Shell jobs: the child waits bound tasks only after a setpgid of a child.
-  std::vector<std::string> setpgid = trampolines ? present_functions(vmlinux, "setpgid") : std::vector<std::string>{};
+  std::vector<std::string> setpgid = trampolines ? present_functions(kernel, "setpgid") : std::vector<std::string>{};
   bpf_program* fsetpgid[] = {skel->progs.jb_fsetpgid0, skel->progs.jb_fsetpgid1};
   for (size_t i = 0; i < 2; i++) {
     // Slot 1 takes the first ia32 entry point there is.
@@ -115,7 +110,7 @@ void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu
     bool here = false;
     for (const auto& w : h.child ? host_arch().child_waits : host_arch().wait_syscalls)
       here |= w.name == h.name;
-    std::vector<std::string> fns = here && trampolines ? present_functions(vmlinux, h.name)
+    std::vector<std::string> fns = here && trampolines ? present_functions(kernel, h.name)
                                                        : std::vector<std::string>{};
     for (size_t slot = 0; slot < 3; slot++) {
       const bool on = slot < fns.size();

@@ -6,14 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "bpf/kernel_funcs.h"
 #include "bpf/modes.h"
 
 struct jank_bpf;
-struct btf;
 
 namespace jankbpf {
-
-bool btf_has_func(const btf* vmlinux, const std::string& name);
 
 // The waits this arch has whose tracepoints this kernel has, with their
 // syscall numbers (the shared tracepoint programs name the wait by it).
@@ -26,10 +24,10 @@ std::vector<TpWait> tracepoint_waits();
 
 // The kernel functions of a syscall that exist here, native first; empty
 // when the native one is missing (the arch does not have the syscall).
-std::vector<std::string> present_functions(const btf* vmlinux, const std::string& syscall);
+std::vector<std::string> present_functions(const KernelFuncs& kernel, const std::string& syscall);
 
 // Sets autoload (and trampoline targets) on the skeleton's programs.
 void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu, bool markers,
-                     bool trampolines, const btf* vmlinux);
+                     bool trampolines, const KernelFuncs& kernel);
 
 }  // namespace jankbpf
