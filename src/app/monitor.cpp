@@ -341,7 +341,7 @@ void Monitor::loop() {
           break;
         case kTagSampler:
           sampler_.drain(tag & ~kTagMask,
-                         [&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
+                         [&](std::span<const uint8_t> r) { reporter_->add_perf_sample(r); });
           break;
         case kTagTraceDeadline:
           traces_->on_deadline();

@@ -40,7 +40,7 @@ void Monitor::on_lease() {
 }
 
 void Monitor::drain_samples() {
-  if (sampling_) sampler_.drain_all([&](std::vector<uint8_t>&& r) { reporter_->add_perf_sample(std::move(r)); });
+  if (sampling_) sampler_.drain_all([&](std::span<const uint8_t> r) { reporter_->add_perf_sample(r); });
 }
 
 void Monitor::set_eager(pid_t pid, bool on) {

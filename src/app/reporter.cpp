@@ -140,8 +140,9 @@ void Reporter::push(Job job) {
   if (wake) cv_.notify_one();
 }
 
-void Reporter::add_perf_sample(std::vector<uint8_t>&& record) {
-  SampleJob job{std::move(record), {}};
+void Reporter::add_perf_sample(std::span<const uint8_t> record) {
+  SampleJob job{records_.take(record.size()), {}};
+  memcpy(job.record.data(), record.data(), record.size());
   stack::PerfSampleView v;
   if (stack::parse_perf_sample(job.record, cfg_.perf_sample_type, cfg_.regs_mask, v))
     job.rt = capture_runtime(static_cast<pid_t>(v.pid), static_cast<pid_t>(v.tid), v.time, v.regs,

@@ -30,6 +30,7 @@
 #include "output/output.h"
 #include "proc/process_info.h"
 #include "runtime/interleave.h"
+#include "sampling/record_pool.h"
 
 namespace jankbpf {
 namespace runtime {
@@ -76,7 +77,7 @@ class Reporter {
   // Stacks, as they come, from one thread (the ring reader): a Python
   // thread's frames are read here, on arrival, while the thread is still
   // where the sample shows it.
-  void add_perf_sample(std::vector<uint8_t>&& record);
+  void add_perf_sample(std::span<const uint8_t> record);
   void add_offcpu(const jb_offcpu_event& e);
   void add_waker(const jb_waker_event& e);
 
@@ -118,7 +119,7 @@ class Reporter {
   ReportQuota& quota() { return *quota_; }
 
  private:
-  struct SampleJob { std::vector<uint8_t> record; runtime::RuntimeCapture rt; };
+  struct SampleJob { RecordBytes record; runtime::RuntimeCapture rt; };
   struct OffCpuJob { std::unique_ptr<jb_offcpu_event> event; runtime::RuntimeCapture rt; };
   struct WakerJob { jb_waker_event event; };
   struct TaskJob { TaskRecord rec; TaskContext ctx; };
@@ -153,6 +154,7 @@ class Reporter {
   std::unique_ptr<LogDir> logs_;
   std::unique_ptr<ReportQuota> quota_;
 
+  RecordPool records_;  // sample copies: taken by the ring thread, given back by the worker
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> queue_;

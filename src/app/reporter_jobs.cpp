@@ -47,6 +47,7 @@ void Reporter::handle(SampleJob& j) {
   stack::SampleInput in = stack::to_sample_input(v, cfg_.regs_mask);
   auto resolved = impl_->resolver.resolve(in);
   impl_->store(static_cast<pid_t>(v.tid), v.time, std::move(resolved), std::move(j.rt), python_->kind(in.pid));
+  records_.give(std::move(j.record));
 }
 
 void Reporter::handle(OffCpuJob& j) {

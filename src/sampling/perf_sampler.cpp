@@ -97,7 +97,7 @@ std::vector<int> PerfSampler::fds() const {
   return out;
 }
 
-void PerfSampler::drain(size_t i, const std::function<void(std::vector<uint8_t>&&)>& sink) {
+void PerfSampler::drain(size_t i, const std::function<void(std::span<const uint8_t>)>& sink) {
   Cpu& c = cpus_[i];
   auto* meta = static_cast<perf_event_mmap_page*>(c.ring);
   const auto* data = static_cast<const uint8_t*>(c.ring) + page_;
@@ -111,12 +111,19 @@ void PerfSampler::drain(size_t i, const std::function<void(std::vector<uint8_t>&
       reinterpret_cast<uint8_t*>(&hdr)[k] = data[(tail + k) % c.ring_size];
     if (hdr.size < sizeof hdr || hdr.size > head - tail) break;  // torn: resync next time
     if (hdr.type == PERF_RECORD_SAMPLE) {
-      std::vector<uint8_t> rec(hdr.size);
+      // In place where it is contiguous (records are 8-byte aligned in the
+      // ring); a record that wraps is joined in scratch_ first.
       size_t off = tail % c.ring_size;
       size_t first = std::min<size_t>(hdr.size, c.ring_size - off);
-      memcpy(rec.data(), data + off, first);
-      memcpy(rec.data() + first, data, hdr.size - first);
-      sink(std::move(rec));
+      if (first == hdr.size) {
+        sink(std::span<const uint8_t>(data + off, hdr.size));
+      } else {
+        scratch_.resize((hdr.size + 7) / 8);
+        auto* s = reinterpret_cast<uint8_t*>(scratch_.data());
+        memcpy(s, data + off, first);
+        memcpy(s + first, data, hdr.size - first);
+        sink(std::span<const uint8_t>(s, hdr.size));
+      }
     } else if (hdr.type == PERF_RECORD_LOST) {
       uint64_t lost[2];  // id, count
       for (size_t k = 0; k < sizeof lost; k++)
@@ -128,7 +135,7 @@ void PerfSampler::drain(size_t i, const std::function<void(std::vector<uint8_t>&
   __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
 }
 
-void PerfSampler::drain_all(const std::function<void(std::vector<uint8_t>&&)>& sink) {
+void PerfSampler::drain_all(const std::function<void(std::span<const uint8_t>)>& sink) {
   for (size_t i = 0; i < cpus_.size(); i++) drain(i, sink);
 }
 

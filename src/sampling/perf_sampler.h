@@ -41,8 +41,8 @@ class PerfSampler {
   std::vector<int> fds() const;
   // Copies every waiting record of CPU slot `i` out and passes each sample
   // (a PERF_RECORD_SAMPLE, header included, 8-byte aligned) to `sink`.
-  void drain(size_t i, const std::function<void(std::vector<uint8_t>&&)>& sink);
-  void drain_all(const std::function<void(std::vector<uint8_t>&&)>& sink);
+  void drain(size_t i, const std::function<void(std::span<const uint8_t>)>& sink);
+  void drain_all(const std::function<void(std::span<const uint8_t>)>& sink);
 
   uint64_t sample_type() const { return sample_type_; }
   uint64_t lost() const { return lost_; }  // samples the kernel dropped (ring full)
@@ -58,6 +58,7 @@ class PerfSampler {
   uint64_t sample_type_ = 0;
   uint64_t lost_ = 0;
   bool enabled_ = false;
+  std::vector<uint64_t> scratch_;  // a record that wraps around the ring, joined
 };
 
 }  // namespace jankbpf

@@ -14,38 +14,47 @@ struct StackTree::Node {
   uint32_t count = 0;
   uint32_t order = 0;  // first-seen order among siblings
   std::vector<std::unique_ptr<Node>> children;
-  std::unordered_map<std::string, Node*> by_key;
 };
 
 namespace {
 
-std::string frame_key(const Frame& f, TreeOptions::Merge merge) {
-  char buf[64];
-  std::string k;
-  if (f.kernel()) {
-    if (merge == TreeOptions::Merge::Function && !f.symbol.empty()) return "k:" + f.module + ":" + f.symbol;
-    std::snprintf(buf, sizeof buf, "k:%" PRIx64, f.pc);
-    return buf;
+// What makes two frames one node of the tree, by the form of frame: a
+// kernel frame by function when merged, else by pc; an interpreter's by
+// name and file (and line unless merged); a named JIT frame by name, file,
+// line and column; an unmapped one by pc; a module's by module, build-id,
+// function, inlining, and offset unless merged by function. Compared in
+// place: building a string key per frame per sample was most of insert().
+enum class FrameForm : uint8_t { KernelSym, KernelPc, Runtime, JitNamed, Unmapped, Module };
+
+FrameForm form_of(const Frame& f, TreeOptions::Merge merge) {
+  const bool by_fn = merge == TreeOptions::Merge::Function;
+  if (f.kernel()) return by_fn && !f.symbol.empty() ? FrameForm::KernelSym : FrameForm::KernelPc;
+  if (f.is_runtime()) return FrameForm::Runtime;
+  if (f.jit() && !f.symbol.empty()) return FrameForm::JitNamed;
+  if (!f.has_module()) return FrameForm::Unmapped;
+  return FrameForm::Module;
+}
+
+bool same_node(const Frame& a, const Frame& b, TreeOptions::Merge merge) {
+  const FrameForm fa = form_of(a, merge);
+  if (fa != form_of(b, merge)) return false;
+  const bool by_fn = merge == TreeOptions::Merge::Function;
+  switch (fa) {
+    case FrameForm::KernelSym:
+      return a.symbol == b.symbol && a.module == b.module;
+    case FrameForm::KernelPc:
+      return a.pc == b.pc;
+    case FrameForm::Runtime:
+      return (by_fn || a.line == b.line) && a.symbol == b.symbol && a.file == b.file && a.runtime == b.runtime;
+    case FrameForm::JitNamed:
+      return a.line == b.line && a.column == b.column && a.symbol == b.symbol && a.file == b.file;
+    case FrameForm::Unmapped:
+      return a.pc == b.pc && a.jit() == b.jit();
+    case FrameForm::Module:
+      if (!(by_fn && !a.symbol.empty()) && a.module_offset != b.module_offset) return false;
+      return a.inlined() == b.inlined() && a.symbol == b.symbol && a.module == b.module && a.build_id == b.build_id;
   }
-  if (f.is_runtime()) {  // an interpreter's function: by name and file, and line unless merged
-    k = "r:" + f.runtime + "\x1f" + f.symbol + "\x1f" + f.file;
-    if (merge == TreeOptions::Merge::Function) return k;
-    std::snprintf(buf, sizeof buf, ":%u", f.line);
-    return k + buf;
-  }
-  if (f.jit() && !f.symbol.empty()) {
-    k = "j:" + f.symbol + "\x1f" + f.file;
-    std::snprintf(buf, sizeof buf, ":%u:%u", f.line, f.column);
-    return k + buf;
-  }
-  if (!f.has_module()) {
-    std::snprintf(buf, sizeof buf, "%c:%" PRIx64, f.jit() ? 'J' : 'u', f.pc);
-    return buf;
-  }
-  k = "n:" + f.module + "\x1f" + f.build_id + "\x1f" + f.symbol + (f.inlined() ? "\x1fi" : "");
-  if (merge == TreeOptions::Merge::Function && !f.symbol.empty()) return k;
-  std::snprintf(buf, sizeof buf, "\x1f%" PRIx64, f.module_offset);
-  return k + buf;
+  return false;
 }
 
 std::string wait_text(char state) {
@@ -74,25 +83,27 @@ void StackTree::add(const ResolvedStack& stack) {
 void StackTree::insert(Node* root, const ResolvedStack& stack, TreeOptions::Merge merge) {
   ++root->count;
   Node* cur = root;
-  auto step = [&](const std::string& key, const Frame* f, char wait) {
-    auto it = cur->by_key.find(key);
-    Node* next;
-    if (it != cur->by_key.end()) {
-      next = it->second;
-    } else {
+  // Children are few (the callees seen at one place): a scan beats a map.
+  auto step = [&](const Frame* f, char wait) {
+    Node* next = nullptr;
+    for (auto& c : cur->children)
+      if (f ? c->wait_state == 0 && same_node(c->frame, *f, merge) : c->wait_state == wait) {
+        next = c.get();
+        break;
+      }
+    if (!next) {
       auto n = std::make_unique<Node>();
       if (f) n->frame = *f;
       n->wait_state = wait;
       n->order = static_cast<uint32_t>(cur->children.size());
       next = n.get();
-      cur->by_key.emplace(key, next);
       cur->children.push_back(std::move(n));
     }
     ++next->count;
     cur = next;
   };
-  for (auto it = stack.frames.rbegin(); it != stack.frames.rend(); ++it) step(frame_key(*it, merge), &*it, 0);
-  if (stack.wait_state) step(std::string("w:") + stack.wait_state, nullptr, stack.wait_state);
+  for (auto it = stack.frames.rbegin(); it != stack.frames.rend(); ++it) step(&*it, 0);
+  if (stack.wait_state) step(nullptr, stack.wait_state);
 }
 
 std::string StackTree::format_frame(const Frame& f, bool source_locations) {
