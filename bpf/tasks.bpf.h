@@ -104,8 +104,11 @@ static __noinline void ask_to_arm(__u32 tgid, __u32 tid)
 {
 	__u8 one = 1;
 	struct jb_header *h;
+	long err = bpf_map_update_elem(&unarmed, &tid, &one, BPF_NOEXIST);
 
-	if (bpf_map_update_elem(&unarmed, &tid, &one, BPF_ANY)) {
+	if (err == -EEXIST)  /* asked already: one wakeup, not one per task */
+		return;
+	if (err) {
 		stat_inc(JB_STAT_TIMER_FAIL);
 		return;
 	}
