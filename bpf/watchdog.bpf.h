@@ -20,13 +20,6 @@ static __always_inline __u64 poll_ns(void)
 	return early_ns ? early_ns : threshold_ns;
 }
 
-static __always_inline __u64 sooner(__u64 next, __u64 milestone, __u64 elapsed)
-{
-	__u64 d = milestone - elapsed;
-
-	return next && next < d ? next : d;
-}
-
 static __always_inline bool recorded_on_cpu(struct jb_thread *t)
 {
 	return t->state == JB_ST_RUNNING || t->state == JB_ST_RUNNABLE;
@@ -63,17 +56,29 @@ static __always_inline __u64 check_thread(__u32 tid, struct jb_thread *t, __u64 
 		emit_task(JB_EV_HANG, tid, t, now);
 	}
 
-	/* When the next one falls due. */
-	if (early_ns && !t->early)
-		next = sooner(next, early_ns, elapsed);
-	if (!t->crossed)
-		next = sooner(next, threshold_ns, elapsed);
-	if (trace_ns && !t->traced)
-		next = sooner(next, trace_ns + 1, elapsed);
-	if (!t->hung)
-		next = sooner(next, hang_ns, elapsed);
-	if (!next)  /* nothing more is due for this task: poll only while busy */
+	/*
+	 * When the next one falls due: the first milestone still ahead. Every
+	 * milestone already reached was emitted just above, so "ahead" is
+	 * elapsed alone; early < threshold < trace and threshold < hang
+	 * (userspace checks), so only the last two need comparing. Written as
+	 * one chain rather than a sooner() per flag: the verifier walked each
+	 * combination of flags through this (half of jb_switch_btf's load).
+	 */
+	__u64 due;
+
+	if (early_ns && elapsed < early_ns)
+		due = early_ns;
+	else if (elapsed < threshold_ns)
+		due = threshold_ns;
+	else {
+		__u64 trace_due = trace_ns && elapsed <= trace_ns ? trace_ns + 1 : 0;
+		__u64 hang_due = elapsed < hang_ns ? hang_ns : 0;
+
+		due = !trace_due || (hang_due && hang_due < trace_due) ? hang_due : trace_due;
+	}
+	if (!due)  /* nothing more is due for this task: poll only while busy */
 		return on_cpu ? poll_ns() : 0;
+	next = due - elapsed;
 	/* This task may end and the next one start at any moment. */
 	return next < poll_ns() ? next : poll_ns();
 }
