@@ -121,7 +121,7 @@ static __always_inline void switch_hook(void *ctx, bool btf, bool preempt,
 
 		/* A task that began without a switch-in has no watchdog yet. */
 		if (btf)
-			arm_watchdog(prev_tid, p);
+			arm_watchdog(prev_tid, p, poll_ns());
 		/*
 		 * Asleep, blocked or preempted: no clock samples it now. Once the
 		 * task is long, capture at most one stack per sample period. Before
@@ -137,7 +137,8 @@ static __always_inline void switch_hook(void *ctx, bool btf, bool preempt,
 		}
 	}
 	if (btf && t)
-		arm_watchdog(TASK_FIELD(btf, next, pid), t);
+		/* First look one poll period from now (its task starts soon). */
+		arm_watchdog(TASK_FIELD(btf, next, pid), t, poll_ns());
 	if (btf)
 		arm_unarmed();
 }

@@ -136,7 +136,7 @@ static int timer_fired(void *map, __u32 *key, struct jb_timer *tm)
 	return 0;
 }
 
-static __noinline void arm_watchdog(__u32 tid, struct jb_thread *t)
+static __noinline void arm_watchdog(__u32 tid, struct jb_thread *t, __u64 delay)
 {
 	struct jb_timer *tm;
 
@@ -155,8 +155,7 @@ static __noinline void arm_watchdog(__u32 tid, struct jb_thread *t)
 		bpf_timer_init(&tm->timer, &timers, CLOCK_MONOTONIC);
 		bpf_timer_set_callback(&tm->timer, timer_fired);
 	}
-	/* First look at the thread one poll period from now (its task starts soon). */
-	if (bpf_timer_start(&tm->timer, poll_ns(), 0) == 0)
+	if (bpf_timer_start(&tm->timer, delay, 0) == 0)
 		return;
 fail:
 	stat_inc(JB_STAT_TIMER_FAIL);
@@ -181,8 +180,16 @@ static long arm_listed(void *map, __u32 *key, __u8 *unused, void *ctx)
 	} else {
 		t = bpf_map_lookup_elem(&threads, &tid);
 	}
-	if (t && t->in_task)
-		arm_watchdog(tid, t);
+	/*
+	 * Its task began before this switch, maybe long before (the reader's
+	 * wakeup can wait behind a real-time task): the first look falls due
+	 * from the task's begin, at once if that is past.
+	 */
+	if (t && t->in_task) {
+		__u64 elapsed = bpf_ktime_get_ns() - t->begin_ns;
+
+		arm_watchdog(tid, t, elapsed < poll_ns() ? poll_ns() - elapsed : 1000);
+	}
 	if (task)
 		bpf_task_release(task);
 	return 0;

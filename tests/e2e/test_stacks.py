@@ -82,12 +82,23 @@ def test_stacks_cover_the_start_of_the_task(tmp_path):
 def test_first_task_of_a_thread_asleep_at_attach_is_sampled_from_its_early_mark(tmp_path):
     # The target is already asleep in its wait when jankbpf starts, so the
     # thread is first seen at that wait's return, with no switch-in to arm
-    # its watchdog. SCHED_FIFO: no preemption arms it by chance either (it
-    # did one run in four, and the first task had 0 samples the others).
-    # 50..300 ms at one sample per 10 ms: 25 samples.
+    # its watchdog. SCHED_FIFO on CPU 0: no preemption arms it by chance
+    # (before the fix it did one run in four; the first task had 0 samples
+    # the others). jankbpf on CPU 1, so its reader is never queued behind
+    # the real-time target. 50..300 ms at one sample per 10 ms: 25 samples.
+    if len(os.sched_getaffinity(0)) < 2:
+        if os.environ.get("CI") == "true":
+            pytest.fail("needs 2 CPUs (the target and jankbpf apart)")
+        pytest.skip("needs 2 CPUs (the target and jankbpf apart)")
+    mask = os.sched_getaffinity(0)
     with Target.start("spin:300,spin:300", start_delay=4, fifo=1) as target:
-        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE,
-                     "--log-dir", str(tmp_path))
+        os.sched_setaffinity(target.pid, {0})
+        os.sched_setaffinity(0, {1})  # inherited by jankbpf and its threads
+        try:
+            jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE,
+                         "--log-dir", str(tmp_path))
+        finally:
+            os.sched_setaffinity(0, mask)
         first = jb.wait_for(lambda r: r.get("type") == "jank" and r["task_seq"] == 1, timeout=20)
         assert jb.stop() == 0, jb.stderr
     assert first is not None, jb.stderr
