@@ -123,7 +123,12 @@ def test_blocked_thread_has_kernel_stack_user_stack_and_waker(tmp_path):
     names = frame_names(j["heaviest_stack"])
     assert "wait_for_pipe" in names and "main" in names
     assert names.index("wait_for_pipe") < names.index("main")
-    assert any("pipe_read" in n for n in names)
+    # The blocked path is the heaviest unless on-CPU samples (the moments
+    # around the block) are as many as the captures: a 1:1 tie goes to the
+    # path seen first, which depends on which ring was read first.
+    on_cpu = j["samples"] - len(j["off_cpu"])
+    assert any("pipe_read" in n for n in names) or on_cpu >= len(j["off_cpu"]), (j["samples"], j["off_cpu"])
+    assert "pipe_read" in open(j["external_log"][0]).read()
 
 
 def test_timer_wakeup_is_an_interrupt_without_a_user_stack(tmp_path):
