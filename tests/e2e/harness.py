@@ -88,7 +88,9 @@ def close_to_app(kernel_ms, app_ms):
     """The kernel's span of a task against the app's own clock reads around it.
 
     The kernel's span also holds what runs between the app's clock read and
-    the probe or wait that ends the task, so on a loaded runner a preemption
-    there makes it longer, never shorter: allow 1 ms below (clock reads and
-    timer slack), and above 2 ms or 2 %, whichever is larger."""
-    return -1.0 <= kernel_ms - app_ms <= max(2.0, 0.02 * app_ms)
+    the probe or wait that ends the task, so a preemption there makes it
+    longer; one between the app's first clock read and the probe or wait
+    return that begins the task makes it shorter (CI: 1.27 ms below, a
+    marker task whose process jankbpf's reader had just been woken for).
+    Allow 2 ms below, and above 2 ms or 2 %, whichever is larger."""
+    return -2.0 <= kernel_ms - app_ms <= max(2.0, 0.02 * app_ms)
