@@ -113,22 +113,27 @@ static __always_inline __u64 timer_check(struct task_struct *task, __u32 tid, st
 	return 0;
 }
 
+/*
+ * A watched thread by tid alone (a timer callback or a map walk has no
+ * task): its state and, where the kfunc is there, its task_struct, which
+ * the caller releases.
+ */
+static __always_inline struct jb_thread *thread_by_tid(__u32 tid, struct task_struct **task)
+{
+	*task = NULL;
+	if (use_task_from_pid && bpf_task_from_pid)
+		*task = bpf_task_from_pid(tid);
+	if (state_in_task)
+		return *task ? bpf_task_storage_get(&thread_state, *task, 0, 0) : NULL;
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
 static int timer_fired(void *map, __u32 *key, struct jb_timer *tm)
 {
 	__u32 tid = *key;
-	struct task_struct *task = NULL;
-	struct jb_thread *t;
+	struct task_struct *task;
+	struct jb_thread *t = thread_by_tid(tid, &task);
 
-	/* The callback has only the tid: find the thread's task_struct. */
-	if (use_task_from_pid && bpf_task_from_pid)
-		task = bpf_task_from_pid(tid);
-	if (state_in_task) {
-		if (!task)
-			return 0;
-		t = bpf_task_storage_get(&thread_state, task, 0, 0);
-	} else {
-		t = bpf_map_lookup_elem(&threads, &tid);
-	}
 	if (t)
 		timer_check(task, tid, tm, t);
 	if (task)
@@ -166,20 +171,11 @@ fail:
 static long arm_listed(void *map, __u32 *key, __u8 *unused, void *ctx)
 {
 	__u32 tid = *key;
-	struct task_struct *task = NULL;
+	struct task_struct *task;
 	struct jb_thread *t;
 
 	bpf_map_delete_elem(map, key);
-	if (state_in_task) {
-		if (!use_task_from_pid || !bpf_task_from_pid)
-			return 0;
-		task = bpf_task_from_pid(tid);
-		if (!task)
-			return 0;
-		t = bpf_task_storage_get(&thread_state, task, 0, 0);
-	} else {
-		t = bpf_map_lookup_elem(&threads, &tid);
-	}
+	t = thread_by_tid(tid, &task);
 	/*
 	 * Its task began before this switch, maybe long before (the reader's
 	 * wakeup can wait behind a real-time task): the first look falls due
