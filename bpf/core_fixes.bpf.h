@@ -11,13 +11,19 @@ struct task_struct___pre514 {
 	volatile long state;
 } __attribute__((preserve_access_index));
 
-static __always_inline long task_state(struct task_struct *task)
+/*
+ * `btf`: task is a trusted pointer (a tp_btf argument, an acquired task),
+ * read with a plain load; else with a probe read (raw_tp). A constant at
+ * every call site. The sched_switch path read it with a probe-read helper
+ * call on every switch-out of a watched thread.
+ */
+static __always_inline long task_state(bool btf, struct task_struct *task)
 {
 	struct task_struct___pre514 *old = (void *)task;
 
 	if (bpf_core_field_exists(task->__state))
-		return BPF_CORE_READ(task, __state);
-	return BPF_CORE_READ(old, state);
+		return btf ? task->__state : BPF_CORE_READ(task, __state);
+	return btf ? old->state : BPF_CORE_READ(old, state);
 }
 
 #endif /* JANKBPF_CORE_FIXES_BPF_H */

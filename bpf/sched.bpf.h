@@ -8,11 +8,11 @@
 
 /*
  * Returns the thread that was switched in, if it is watched; *prev_t gets
- * the one switched out.
+ * the one switched out, *now_out the clock read for either (0: none read).
  */
 static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struct task_struct *prev,
 						   struct task_struct *next,
-						   struct jb_thread **prev_t)
+						   struct jb_thread **prev_t, __u64 *now_out)
 {
 	__u32 prev_tid, next_tid;
 	struct jb_thread *t;
@@ -34,7 +34,7 @@ static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struc
 		if (preempt)
 			t->state = JB_ST_RUNNABLE;
 		else {
-			long st = task_state(prev);
+			long st = task_state(btf, prev);
 			t->state = st == 0 ? JB_ST_RUNNABLE : sleep_state(st);
 		}
 	}
@@ -45,6 +45,7 @@ static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struc
 		account(t, now);
 		t->state = JB_ST_RUNNING;
 	}
+	*now_out = now;
 	return t;
 }
 
@@ -114,13 +115,14 @@ static __always_inline void switch_hook(void *ctx, bool btf, bool preempt,
 					struct task_struct *prev, struct task_struct *next)
 {
 	struct jb_thread *t, *p;
+	__u64 now;
 
-	t = on_switch(btf, preempt, prev, next, &p);
+	t = on_switch(btf, preempt, prev, next, &p, &now);
 	if (p && p->in_task) {
 		__u32 prev_tid = TASK_FIELD(btf, prev, pid);
 
 		/* A task that began without a switch-in has no watchdog yet. */
-		if (btf)
+		if (btf && !p->armed)
 			arm_watchdog(prev_tid, p, poll_ns());
 		/*
 		 * Asleep, blocked or preempted: no clock samples it now. Once the
@@ -131,12 +133,11 @@ static __always_inline void switch_hook(void *ctx, bool btf, bool preempt,
 		 * 16 KB copy.
 		 */
 		if (offcpu_enabled) {
-			__u64 now = bpf_ktime_get_ns();
 			if (p->early ? take_sample_slot(p, now) : !preempt && p->state != JB_ST_RUNNABLE)
 				capture_offcpu(ctx, prev, prev_tid, p, now);
 		}
 	}
-	if (btf && t)
+	if (btf && t && !t->armed)
 		/* First look one poll period from now (its task starts soon). */
 		arm_watchdog(TASK_FIELD(btf, next, pid), t, poll_ns());
 	if (btf)
@@ -151,8 +152,13 @@ static __always_inline void switch_hook(void *ctx, bool btf, bool preempt,
 static __always_inline void waking_hook(void *ctx, bool btf, struct task_struct *p)
 {
 	__u32 tid;
-	struct jb_thread *t = sched_thread_of(btf, p, &tid);
+	struct jb_thread *t;
 
+	/* A capture awaits its waker only inside a long task: while there is
+	 * none (nearly always), every wakeup on the machine stops here. */
+	if (long_tasks <= 0)
+		return;
+	t = sched_thread_of(btf, p, &tid);
 	if (t && t->offcpu_pending)
 		capture_waker(ctx, tid, t);
 }

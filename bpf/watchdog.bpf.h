@@ -92,7 +92,7 @@ static __always_inline __u64 timer_check(struct task_struct *task, __u32 tid, st
 	 * switch-in or wakeup that no tracepoint showed must not put the
 	 * watchdog to sleep while the task goes on.
 	 */
-	bool on_cpu = task ? task_state(task) == 0 : recorded_on_cpu(t);
+	bool on_cpu = task ? task_state(true, task) == 0 : recorded_on_cpu(t);
 	__u64 next = check_thread(tid, t, bpf_ktime_get_ns(), on_cpu);
 
 	/* Task storage needs the task; the tid stash does not. */
@@ -107,7 +107,7 @@ static __always_inline __u64 timer_check(struct task_struct *task, __u32 tid, st
 	 * check, sched_switch may have seen armed == 1 and skipped arming.
 	 */
 	__sync_lock_test_and_set(&t->armed, 0);
-	if ((task ? task_state(task) == 0 : recorded_on_cpu(t)) &&
+	if ((task ? task_state(true, task) == 0 : recorded_on_cpu(t)) &&
 	    !__sync_lock_test_and_set(&t->armed, 1))
 		bpf_timer_start(&tm->timer, poll_ns(), 0);
 	return 0;
