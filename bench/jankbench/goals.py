@@ -67,12 +67,27 @@ def _hook_150(hooks):
     return fig, "met relative to bpftrace (not in absolute ns on this run)"
 
 
+def _floor(hooks) -> str:
+    """What an empty program and a lone clock read measure (bench/floor.bt), or ''."""
+    pr = hooks["tools"].get("floor", {}).get("per_prog", {})
+    empty = [v for k, v in pr.items() if k != "sched_wakeup" and v[0]]
+    clock = pr.get("sched_wakeup")
+    if not empty or not clock or not clock[0]:
+        return ""
+    e = sum(v[1] for v in empty) / sum(v[0] for v in empty)
+    return (f"; on this machine an empty program measures {e:.0f} ns and one whose only work is a clock "
+            f"read {clock[1] / clock[0]:.0f} ns (bench/floor.bt, same run)")
+
+
 def _hook_80(hooks):
     avg, c = avg_hook_ns(hooks, "jankbpf")
     bt = avg_hook_ns(hooks, "bpftrace")[0]
     rel = avg / bt if bt == bt and bt > 0 else float("nan")
-    return (f"jankbpf {avg:.0f} ns over {c:,} runs; bpftrace script {bt:.0f} ns in the same run "
-            f"(jankbpf {fmt(rel, '.2f')}× of it)"), avg <= 80 and rel <= 0.5
+    fig = (f"jankbpf {avg:.0f} ns over {c:,} runs; bpftrace script {bt:.0f} ns in the same run "
+           f"(jankbpf {fmt(rel, '.2f')}× of it){_floor(hooks)}")
+    if avg <= 80 or not rel <= 0.5:
+        return fig, avg <= 80 and rel <= 0.5
+    return fig, "met relative to bpftrace (≤ 0.5×); not met in absolute ns (≤ 80)"
 
 
 def _tax_30(tax):

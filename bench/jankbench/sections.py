@@ -6,7 +6,7 @@ from __future__ import annotations
 from .stats import avg_hook_ns, bpf_share, median, ratios, spread
 
 LABEL = {"none": "nothing", "jankbpf": "jankbpf", "jankbpf-nostacks": "jankbpf --log-type 2",
-         "bpftrace": "bpftrace jank.bt"}
+         "bpftrace": "bpftrace jank.bt", "floor": "bpftrace floor.bt (the floor)"}
 
 
 def throughput(doc, d):
@@ -68,6 +68,14 @@ def hooks(doc, d):
         avg, c = avg_hook_ns(d, cfg)
         rows.append(["**all**", f"{c:,}", f"**{avg:.0f}**"])
         doc.table(["program", "runs", "avg ns/run"], rows)
+        if cfg == "floor":
+            doc.p("The floor: `bench/floor.bt` runs empty programs on sched_switch, sched_waking and the "
+                  "epoll_wait tracepoints, and on sched_wakeup a program whose only work is one clock read "
+                  "(`nsecs`, bpf_ktime_get_ns). What an empty program measures is the cost of running "
+                  "any program there on this machine, the kernel's own timing of the run included; the "
+                  "clock read's extra cost is paid once by every jankbpf hook that measures a span "
+                  "(the waits, sched_switch, sched_wakeup).")
+            continue
         doc.p("Per request: BPF programs run and BPF ns spent (all of the machine's events during the run), "
               "against the CPU the request costs (server, and redis-benchmark's own; for ping-pong both "
               "processes per round trip). BPF share = BPF ns / (server + client CPU): the part of each "

@@ -23,6 +23,8 @@ def attach(cfg: str):
         return Jankbpf("--log-type", "2")
     if cfg == "bpftrace":
         return Bpftrace(config.JANK_BT, str(config.THRESHOLD_MS), expect_tracepoints=14)
+    if cfg == "floor":
+        return Bpftrace(config.FLOOR_BT, expect_tracepoints=5)
     return None
 
 
@@ -163,7 +165,9 @@ def hooks(ctx) -> dict:
     out = {}
     write_sysctl("kernel.bpf_stats_enabled", "1")
     try:
-        for cfg in ("jankbpf", "jankbpf-nostacks", "bpftrace"):
+        # "floor": empty programs and a lone clock read (bench/floor.bt),
+        # what any tool's figure on this machine starts from.
+        for cfg in ("jankbpf", "jankbpf-nostacks", "bpftrace", "floor"):
             tool = attach(cfg)
             try:
                 names = prog_names(bpf_prog_ids(tool.pid))
@@ -191,4 +195,5 @@ def hooks(ctx) -> dict:
     finally:
         write_sysctl("kernel.bpf_stats_enabled", old)
     return {"tools": out, "redis_workloads": [w["name"] for w in wl.list if w["kind"] == "redis"],
-            "commands": ["sysctl kernel.bpf_stats_enabled=1; bpftool -j prog show; bpftool -j perf list"]}
+            "commands": ["sysctl kernel.bpf_stats_enabled=1; bpftool -j prog show; bpftool -j perf list",
+                         "bpftrace -B line bench/floor.bt"]}
