@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -25,7 +26,8 @@ namespace {
 // epoll tags: small numbers for the fixed fds, pidfds tagged by their fd.
 constexpr uint64_t kTagRing = 1ULL << 40, kTagSignal = 2ULL << 40, kTagDeadline = 3ULL << 40,
                    kTagLease = 4ULL << 40, kTagTraceDeadline = 5ULL << 40,
-                   kTagCapture = 6ULL << 40, kTagSampler = 7ULL << 40, kTagOffcpuRing = 8ULL << 40;
+                   kTagCapture = 6ULL << 40, kTagSampler = 7ULL << 40, kTagOffcpuRing = 8ULL << 40,
+                   kTagTraceReady = 10ULL << 40;
 constexpr uint64_t kTagMask = 0xffULL << 40;
 static_assert((Monitor::kTagMarkerUser & kTagMask) == Monitor::kTagMarkerUser);
 
@@ -56,6 +58,12 @@ Monitor::Monitor(Options opts, std::unique_ptr<JsonLinesOutput> out)
   sinks_.add(*out_);
   if (const char* d = getenv("JANKBPF_TEST_MARKER_ATTACH_DELAY_MS"))
     marker_attach_delay_ms_ = static_cast<uint32_t>(std::min(strtoul(d, nullptr, 10), 60'000ul));
+}
+
+// Every return from run() after begin_traces() passes here: the setup
+// thread must not outlive the keeper it writes.
+Monitor::~Monitor() {
+  if (trace_setup_.joinable()) trace_setup_.join();
 }
 
 int Monitor::run() {
@@ -90,18 +98,18 @@ int Monitor::run() {
   rc.dev = opts_.dev;
   rc.keep_samples = report_ != nullptr;
   reporter_ = std::make_unique<Reporter>(rc, sinks_);
-  //    The trace recorder is set up beside the BPF load: its tracefs writes
-  //    (sizing the buffer, setting its clock) wait on RCU grace periods,
-  //    about 30 ms that would otherwise add to the start.
-  std::thread trace_setup = begin_traces();
-  const bool started = start_detector() && start_stacks();
-  if (trace_setup.joinable()) trace_setup.join();
-  if (!started) {
+  //    The trace recorder is set up beside the BPF load and finishes after
+  //    it: its tracefs writes (making the instance, sizing the buffer,
+  //    setting its clock) wait on RCU grace periods, 30-40 ms that would
+  //    otherwise hold up the start. No task can pass the trace bound before
+  //    it is ready (a task is seen from its begin, after the attach).
+  begin_traces();
+  if (!(start_detector() && start_stacks())) {
+    await_traces();
     launcher_.abandon();
     reporter_->finish();
     return kExitFailure;
   }
-  finish_traces();
   features_.warn_missing();
   announce_attached();
   // 5. Release the command now that its first task will be seen.
@@ -127,6 +135,7 @@ int Monitor::run() {
   detector_->drain_captures();
   detector_->drain();
   drain_samples();
+  await_traces();
   // trace-cmd extract of a full buffer can take seconds under load: after a
   // stop request it gets 300 ms, then the text trace is saved instead.
   if (traces_) traces_->shutdown(asked_to_stop_ ? std::chrono::milliseconds(300) : kEndBudget);
@@ -263,11 +272,25 @@ bool Monitor::start_stacks() {
   return true;
 }
 
-std::thread Monitor::begin_traces() {
-  if (!opts_.jank.trace_enabled()) return {};
+void Monitor::begin_traces() {
+  if (!opts_.jank.trace_enabled()) return;
   traces_ = std::make_unique<TraceKeeper>(*reporter_);
-  // Touches only the keeper and its instance until finish_traces().
-  return std::thread([this] { traces_ok_ = traces_->start(&traces_error_); });
+  trace_ready_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (trace_ready_) epoll_add(epoll_.get(), trace_ready_.get(), kTagTraceReady);
+  const uint32_t delay_ms = test_seams::trace_setup_delay_ms();
+  trace_setup_ = std::thread([this, delay_ms] {
+    if (delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    traces_ok_ = traces_->start(&traces_error_);
+    if (trace_ready_) (void)!eventfd_write(trace_ready_.get(), 1);
+  });
+}
+
+void Monitor::await_traces() {
+  if (!trace_setup_.joinable()) return;
+  trace_setup_.join();
+  if (trace_ready_) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, trace_ready_.get(), nullptr);
+  trace_ready_.reset();
+  finish_traces();
 }
 
 void Monitor::finish_traces() {
@@ -275,9 +298,11 @@ void Monitor::finish_traces() {
   std::string where;
   bool have = probe::trace_cmd(&where);
   features_.set("trace_cmd", have, where, have ? "" : "traces saved as text");
+  features_.warn_missing("trace_cmd");
   if (!traces_ok_) {
     // Janks are still reported; their records say why there is no trace.
     features_.set("ftrace_instance", false, traces_error_, "janks without traces");
+    features_.warn_missing("ftrace_instance");
     return;
   }
   epoll_add(epoll_.get(), traces_->deadline_fd(), kTagTraceDeadline);
@@ -342,6 +367,9 @@ void Monitor::loop() {
         case kTagSampler:
           sampler_.drain(tag & ~kTagMask,
                          [&](std::span<const uint8_t> r) { reporter_->add_perf_sample(r); });
+          break;
+        case kTagTraceReady:
+          await_traces();
           break;
         case kTagTraceDeadline:
           traces_->on_deadline();
@@ -455,9 +483,10 @@ void Monitor::on_task(const jb_task_event& e) {
       log::info("pid %u tid %u crossed the threshold", e.hdr.pid, e.hdr.tid);
       return;
     case JB_EV_TRACE:
+      await_traces();  // at once, should the recorder still be starting
       if (traces_)
         traces_->on_trigger(static_cast<pid_t>(e.hdr.pid), static_cast<pid_t>(e.hdr.tid), e.seq,
-                            e.proc_start_ns);
+                            e.proc_start_ns, e.begin_ns);
       return;
     default:
       break;
@@ -472,6 +501,7 @@ void Monitor::on_task(const jb_task_event& e) {
   ctx.seq = e.seq;
   ctx.proc_start_ns = e.proc_start_ns;
   const bool hang = e.hdr.type == JB_EV_HANG;
+  await_traces();
   if (!hang && traces_) ctx.trace = traces_->take(static_cast<pid_t>(e.hdr.tid), e.seq);
   TaskRecord rec = builder_.task(e, ctx.exe);
   reporter_->report(std::move(rec), std::move(ctx));

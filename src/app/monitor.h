@@ -37,6 +37,7 @@ class Monitor {
  public:
   static constexpr uint64_t kTagMarkerUser = 9ULL << 40;  // epoll tag | a marker user's pidfd
   Monitor(Options opts, std::unique_ptr<JsonLinesOutput> out);
+  ~Monitor();
   // Runs until a signal, --duration, the targets' exit or the command's
   // exit. Returns the process exit status.
   int run();
@@ -53,9 +54,12 @@ class Monitor {
   void on_marker_user_gone(int pidfd);
   bool start_metrics();
   bool start_stacks();
-  // The trace recorder, set up on a thread of its own while the BPF
-  // programs load (begin), then checked and watched (finish).
-  std::thread begin_traces();
+  // The trace recorder, set up on a thread of its own (its tracefs writes
+  // wait on RCU grace periods, longer than the BPF load): begun before the
+  // load, and finished when that thread says so through trace_ready_, or
+  // at once by await_traces() when a trace is wanted or the run ends first.
+  void begin_traces();
+  void await_traces();
   void finish_traces();
   void announce_attached();
   void loop();
@@ -85,6 +89,8 @@ class Monitor {
   std::unique_ptr<Detector> detector_;
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<TraceKeeper> traces_;
+  std::thread trace_setup_;  // touches only traces_ until await_traces() joins it
+  Fd trace_ready_;           // eventfd: the setup thread is done
   bool traces_ok_ = false;
   std::string traces_error_;
   PerfSampler sampler_;

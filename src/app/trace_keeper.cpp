@@ -31,6 +31,7 @@ bool TraceKeeper::start(std::string* error) {
     return false;
   }
   instance_ = std::move(inst);
+  recording_since_ns_ = monotonic_ns();
   capture_ = std::make_unique<TraceCapture>(*instance_, reporter_.logs(), options_);
   log::info("ftrace instance %s recording (%u KB per CPU)", instance_->name().c_str(),
             instance_->buffer_kb_per_cpu());
@@ -39,8 +40,13 @@ bool TraceKeeper::start(std::string* error) {
 
 int TraceKeeper::capture_fd() const { return capture_ && capture_->running() ? capture_->wait_fd() : -1; }
 
-void TraceKeeper::on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_start_ns) {
+void TraceKeeper::on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_start_ns, uint64_t begin_ns) {
   auto pending = std::make_shared<PendingTrace>();
+  // The recorder is set up beside the BPF load and can be ready after a
+  // task began (the first tasks of a run, on a slow machine): say so.
+  if (instance_ && recording_since_ns_ > begin_ns)
+    pending->note = "the recorder started " + std::to_string((recording_since_ns_ - begin_ns) / 1'000'000) +
+                    " ms into the task: the trace misses its beginning";
   if (by_task_.size() >= kMaxPending && !by_task_.count({tid, seq})) {
     auto oldest = std::min_element(by_task_.begin(), by_task_.end(), [](const auto& a, const auto& b) {
       return a.second.order < b.second.order;
@@ -128,7 +134,7 @@ void TraceKeeper::finish_capture(bool block) {
     if (r->log.ok()) p.paths.push_back(r->log.path);
     p.over_limit = r->log.over_limit;
     p.error = !r->error.empty() ? r->error : r->log.error;
-    if (!r->note.empty()) p.note = r->note;
+    if (!r->note.empty()) p.note = p.note.empty() ? r->note : p.note + "; " + r->note;
   };
   if (current_) {
     fill(*current_);

@@ -37,7 +37,9 @@ class TraceKeeper {
 
   // A task passed the trace bound. Returns nothing; the task's report picks
   // the result up with take().
-  void on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_start_ns);
+  // begin_ns: the task's begin (CLOCK_MONOTONIC), to tell whether the
+  // recorder was already running then.
+  void on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_start_ns, uint64_t begin_ns);
   // The pending trace of a task, if it had one (removes it).
   std::shared_ptr<PendingTrace> take(pid_t tid, uint64_t seq);
 
@@ -77,6 +79,7 @@ class TraceKeeper {
   };
   std::map<std::pair<pid_t, uint64_t>, ByTask> by_task_;
   uint64_t triggers_ = 0;
+  uint64_t recording_since_ns_ = 0;  // CLOCK_MONOTONIC, when start() succeeded
   uint64_t saved_ = 0, evicted_ = 0;
 };
 

@@ -59,12 +59,20 @@ std::string FeatureSet::table() const {
   return out;
 }
 
+namespace {
+void warn(const Feature& f) {
+  log::warn("%s not available on this kernel (%s)%s%s", f.name.c_str(), f.detail.c_str(),
+            f.fallback.empty() ? "" : "; using ", f.fallback.c_str());
+}
+}  // namespace
+
 void FeatureSet::warn_missing() const {
-  for (const auto& f : items_) {
-    if (f.ok) continue;
-    log::warn("%s not available on this kernel (%s)%s%s", f.name.c_str(), f.detail.c_str(),
-              f.fallback.empty() ? "" : "; using ", f.fallback.c_str());
-  }
+  for (const auto& f : items_)
+    if (!f.ok) warn(f);
+}
+
+void FeatureSet::warn_missing(const std::string& name) const {
+  if (const Feature* f = find(name); f && !f->ok) warn(*f);
 }
 
 bool disabled_by_env(const char* name) {

@@ -32,6 +32,8 @@ class FeatureSet {
   std::string table() const;
   // One stderr line per missing feature (warnings), for the start of a run.
   void warn_missing() const;
+  // The same for one feature found later (the trace recorder's), if missing.
+  void warn_missing(const std::string& name) const;
 
  private:
   std::vector<Feature> items_;

@@ -11,6 +11,9 @@
 //                                  attaching, like a jankbpf starved of CPU
 //   JANKBPF_TEST_NO_RUNTIME_READ=1 JavaScript frames are never read, as if
 //                                  every read came too late
+//   JANKBPF_TEST_TRACE_SETUP_DELAY_MS=N  the trace recorder's setup takes N
+//                                  ms longer, as on a machine where its RCU
+//                                  waits are slow
 #pragma once
 
 #include <cstdint>
@@ -21,5 +24,6 @@ uint32_t map_entries();       // 0: not set
 bool one_ring();
 uint32_t reader_pause_ms();   // 0: not set
 bool no_runtime_read();
+uint32_t trace_setup_delay_ms();  // 0: not set
 
 }  // namespace jankbpf::test_seams

@@ -71,6 +71,28 @@ def test_trace_past_450ms_and_once_a_day(tmp_path):
     assert our_instances() == []
 
 
+def test_trace_wanted_before_the_recorder_is_ready_waits_for_it(tmp_path):
+    """The recorder is set up beside the BPF load and is ready only after
+    the attach when its tracefs writes are slow (here 1.5 s slower, by the
+    seam, past the trace bound of the first task). A task that passes the
+    bound before then still gets its trace, and the record says the trace
+    misses the task's beginning."""
+    rc, records, err = run_jankbpf("-v", "--ignore-startup-time", IGNORE, "--log-dir", str(tmp_path), "--",
+                                   STACK_LOOP, "3.3", "deep:800",
+                                   env={"JANKBPF_TEST_TRACE_SETUP_DELAY_MS": "5000"})
+    assert rc == 0, err
+    lines = err.splitlines()
+    attached = next(i for i, l in enumerate(lines) if "jankbpf: attached" in l)
+    ready = next(i for i, l in enumerate(lines) if "ftrace instance" in l and "recording" in l)
+    assert attached < ready, err
+    (j,) = janks_of(records)
+    traces = [p for p in j["external_log"] if os.path.basename(p).startswith("trace-")]
+    assert len(traces) == 1 and os.path.getsize(traces[0]) > 0, j
+    m = re.search(r"the recorder started (\d+) ms into the task", j.get("trace_note", ""))
+    assert m and 500 <= int(m.group(1)) <= 5000, j
+    assert our_instances() == []
+
+
 def test_task_of_450ms_or_less_gets_no_trace(tmp_path):
     rc, records, err = run_jankbpf("--ignore-startup-time", IGNORE, "--log-dir", str(tmp_path),
                                    "--trace-threshold", "600", "--",

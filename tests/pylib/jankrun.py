@@ -106,6 +106,7 @@ class Jankbpf:
         self.arrivals: list[int] = []  # arrival ns of records[i]
         self.bad_lines: list[str] = []
         self.stderr_lines: list[str] = []
+        self.stderr_arrivals: list[int] = []  # arrival ns of stderr_lines[i]
         self.t_attached = None         # arrival ns of the attached line
         self.stop_s = None             # seconds from the stop signal to exit
         self._marker = attached
@@ -149,10 +150,24 @@ class Jankbpf:
     def _read_stderr(self):
         for line in self.proc.stderr:
             now = time.monotonic_ns()
+            self.stderr_arrivals.append(now)
             self.stderr_lines.append(line)
             if self.t_attached is None and self._marker in line:
                 self.t_attached = now
                 self._attached.set()
+
+    def wait_stderr(self, text: str, timeout: float = 10.0) -> int | None:
+        """Arrival ns of the first stderr line containing `text`, or None."""
+        deadline = time.monotonic() + timeout
+        i = 0
+        while True:
+            while i < len(self.stderr_lines):
+                if text in self.stderr_lines[i]:
+                    return self.stderr_arrivals[i]
+                i += 1
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                return None
+            time.sleep(0.005)
 
     @property
     def pid(self) -> int:

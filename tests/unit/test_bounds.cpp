@@ -74,7 +74,7 @@ TEST_CASE("trace keeper: pending traces whose records never come are bounded and
   Reporter reporter(rc, out);
   TraceKeeper keeper(reporter);
   const uint64_t n = TraceKeeper::kMaxPending + 10;
-  for (uint64_t seq = 1; seq <= n; ++seq) keeper.on_trigger(4242, 4242, seq, 1);
+  for (uint64_t seq = 1; seq <= n; ++seq) keeper.on_trigger(4242, 4242, seq, 1, 0);
   CHECK(keeper.evicted() == 10);
   // The oldest went; the newest are still there for their records.
   CHECK_FALSE(keeper.take(4242, 1));
@@ -85,8 +85,8 @@ TEST_CASE("trace keeper: pending traces whose records never come are bounded and
   CHECK_FALSE(last->note.empty());
   // With the table full again, a trigger seen twice replaces its own
   // entry, evicting nothing.
-  keeper.on_trigger(4242, 4242, n, 1);
-  keeper.on_trigger(4242, 4242, 11, 1);
+  keeper.on_trigger(4242, 4242, n, 1, 0);
+  keeper.on_trigger(4242, 4242, 11, 1, 0);
   CHECK(keeper.evicted() == 10);
   CHECK(keeper.take(4242, 12));
   reporter.finish();

@@ -13,6 +13,7 @@
 #include "outputs.h"
 #include "skip.h"
 #include "trace/ftrace_instance.h"
+#include "util/clock.h"
 #include "util/tracefs.h"
 
 using namespace jankbpf;
@@ -62,7 +63,7 @@ TEST_CASE("trace keeper: a capture trace-cmd cannot make ends at once and re-arm
   TraceKeeper keeper(rig.reporter, o);
   REQUIRE(keeper.start(&err));
   for (pid_t pid : {4001, 4002}) {  // the second proves the instance is free again
-    keeper.on_trigger(pid, pid, 7, 1);
+    keeper.on_trigger(pid, pid, 7, 1, monotonic_ns());
     keeper.on_deadline();  // the 3 s save deadline, fired by hand
     auto p = keeper.take(pid, 7);
     REQUIRE(p);
@@ -93,7 +94,7 @@ TEST_CASE("trace keeper: a stop cuts a slow trace-cmd short and saves the text t
   fs::permissions(o.trace_cmd, fs::perms::owner_all);
   TraceKeeper keeper(rig.reporter, o);
   REQUIRE(keeper.start(&err));
-  keeper.on_trigger(4101, 4101, 3, 1);
+  keeper.on_trigger(4101, 4101, 3, 1, monotonic_ns());
   keeper.on_deadline();  // the save deadline: trace-cmd starts
   REQUIRE(keeper.capture_fd() >= 0);
   const auto t0 = std::chrono::steady_clock::now();
@@ -107,4 +108,31 @@ TEST_CASE("trace keeper: a stop cuts a slow trace-cmd short and saves the text t
   INFO("note: " << p->note << " error: " << p->error);
   CHECK(p->note.find("jankbpf was stopping") != std::string::npos);
   CHECK(p->paths.size() == 1);  // the text trace
+}
+
+TEST_CASE("trace keeper: a task that began before the recorder was ready is told so", "[trace]") {
+  std::string err;
+  SKIP_UNLESS(geteuid() == 0 && !tracefs::root(&err).empty(), "needs root and tracefs: " << err);
+  Rig rig;
+  CaptureOptions o;
+  o.trace_cmd = rig.dir + "/no-trace-cmd";  // the text trace: no trace-cmd run needed
+  const uint64_t began = monotonic_ns();
+  usleep(20'000);
+  TraceKeeper keeper(rig.reporter, o);
+  REQUIRE(keeper.start(&err));
+  keeper.on_trigger(4201, 4201, 5, 1, began);     // began 20 ms before the recorder
+  keeper.on_trigger(4202, 4202, 6, 1, monotonic_ns());  // began after it
+  keeper.on_deadline();
+  auto early = keeper.take(4201, 5), later = keeper.take(4202, 6);
+  REQUIRE(early);
+  REQUIRE(later);
+  std::lock_guard lk(early->mu);
+  INFO("note: " << early->note);
+  const std::string lead = "the recorder started ";
+  REQUIRE(early->note.rfind(lead, 0) == 0);
+  CHECK(std::stoul(early->note.substr(lead.size())) >= 20);  // at least the 20 ms slept
+  CHECK(early->note.find(" ms into the task: the trace misses its beginning") != std::string::npos);
+  CHECK(early->note.find("not found or not executable") != std::string::npos);  // the capture's own note kept
+  std::lock_guard lk2(later->mu);
+  CHECK(later->note.find("the recorder started") == std::string::npos);
 }
