@@ -88,8 +88,11 @@ def hooks(doc, d):
 
 
 def startup(doc, d):
+    rec = (f" Its trace recorder (the ftrace instance for tasks past 450 ms) is set up beside the BPF "
+           f"load and may be ready after the attach: its `ftrace instance ... recording` line came at "
+           f"{spread(d['jankbpf_recorder'], '.0f')} ms." if d.get("jankbpf_recorder") else "")
     doc.p(f"Median [min–max] of {d['reps']} runs, interleaved. jankbpf: to its `jankbpf: attached` "
-          "line on stderr. bpftrace: `bench/jank.bt` plus a sentinel probe declared last "
+          f"line on stderr.{rec} bpftrace: `bench/jank.bt` plus a sentinel probe declared last "
           "(bpftrace attaches in script order) on `sys_enter_getppid` of a trigger process that calls "
           "getppid() every 100 µs; \"Attaching N probes...\" is printed before the first attach. BCC: "
           "`bench/jank_bcc.py`, the same detection as a BCC tool (TRACEPOINT_PROBE on the same 14 "

@@ -15,7 +15,7 @@ from ..runner import Jankbpf, log_root
 
 def startup(ctx) -> dict:
     say("3. startup: exec -> attached")
-    res = {"jankbpf": [], "jankbpf_stop": [], "bpftrace": [], "bpftrace_attaching": [],
+    res = {"jankbpf": [], "jankbpf_recorder": [], "jankbpf_stop": [], "bpftrace": [], "bpftrace_attaching": [],
            "bpftrace_stop": [], "bcc": [], "bcc_stop": []}
     tmp = tempfile.mkdtemp(prefix="startup-", dir=log_root())
     sentinel = os.path.join(tmp, "jank_sentinel.bt")
@@ -31,8 +31,15 @@ def startup(ctx) -> dict:
     trigger = spawn([config.GETPPID, "--trigger"])
     try:
         for _ in range(config.STARTUP_REPS):
-            jb = Jankbpf()
+            # -v for the line that says the trace recorder is ready: it is
+            # set up beside the BPF load and may finish after the attach.
+            jb = Jankbpf("-v")
             res["jankbpf"].append((jb.t_attached - jb.t_exec) / 1e6)
+            ready = jb.wait_stderr("ftrace instance", 10)
+            if ready is None:
+                jb.finish()
+                raise Fatal("jankbpf -v never said its ftrace instance was recording:\n" + jb.stderr[-2000:])
+            res["jankbpf_recorder"].append((ready - jb.t_exec) / 1e6)
             jb.finish()
             res["jankbpf_stop"].append(jb.stop_s * 1e3)
 
@@ -53,7 +60,7 @@ def startup(ctx) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
     res["reps"] = config.STARTUP_REPS
     res["commands"] = [
-        "build/jankbpf",
+        "build/jankbpf -v",
         f"bpftrace -B line bench/jank.bt {config.THRESHOLD_MS} TRIGGER_PID   # plus the sentinel probe",
         f"BCC_KERNEL_SOURCE=... /usr/bin/python3 bench/jank_bcc.py {config.THRESHOLD_MS}",
         "build/bench/getppid --trigger   # the sentinel's trigger"]
