@@ -70,6 +70,10 @@ ifeq ($(ARCH),arm64)
 # stack_loop.c again with pointer authentication and BTI, for the kernel lane.
 APPS += $(OUTPUT)/tests/stack_loop_pac
 endif
+ifeq ($(ARCH),x86)
+# A 32-bit (i386) event loop, for the ia32 entry points in the kernel lane.
+APPS += $(OUTPUT)/tests/loop32
+endif
 
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
@@ -293,6 +297,11 @@ $(OUTPUT)/tests/getppid: bench/getppid.c | $(OUTPUT)/tests
 # Static: each of its thousands of execs a second skips the dynamic loader.
 $(OUTPUT)/tests/exec_storm: tests/apps/exec_storm.c | $(OUTPUT)/tests
 	$(CC) $(APP_CFLAGS) -static $< -o $@
+
+# Freestanding i386: no i386 libc can be installed beside the arm64 cross
+# compiler (gcc-multilib removes it); clang and GNU ld build it alone.
+$(OUTPUT)/tests/loop32: tests/apps/ia32/loop32.c | $(OUTPUT)/tests
+	$(CLANG) -m32 -O2 -g -Wall -ffreestanding -fno-pic -fno-stack-protector -nostdlib -static $< -o $@
 
 $(OUTPUT)/tests/stack_loop_pac: tests/apps/stack_loop.c | $(OUTPUT)/tests
 	$(CC) $(APP_CFLAGS) -mbranch-protection=standard $< -o $@ -lm

@@ -160,8 +160,9 @@ watchdog_args() {
 }
 
 # main: CPU tasks, a pipe block woken by jt-waker, a stuck 3.5 s task, a
-# trace past 450 ms (stack_loop), a 300 ms nanosleep (jank_target); ends
-# with SIGINT.
+# trace past 450 ms (stack_loop), a 300 ms nanosleep (jank_target), on
+# x86_64 two 400 ms tasks of a 32-bit process (loop32), a child waited for
+# as a job and one as system() does (jobs_loop); ends with SIGINT.
 scenario_main() {
 	local name=$1 wd=$2 d=/tmp/lane/$1
 	mkdir -p "$d/logs"
@@ -173,6 +174,9 @@ scenario_main() {
 		run_target "$d" jank_target jank_target --start-delay 3.3 --script sleep:300
 		[ -x /lane/bin/stack_loop_pac ] &&
 			run_target "$d" stack_loop_pac stack_loop_pac 3.3 deep:400 deep:400
+		[ -x /lane/bin/loop32 ] &&
+			run_target "$d" loop32 loop32 3300 400 400
+		run_target "$d" jobs_loop jobs_loop 3300 job:600 system:600
 		sleep 4 # the trace is saved 3 s after its trigger
 		wait_exit "$d" 60 INT
 	else

@@ -324,7 +324,7 @@ def guest_tools(arch):
     return tools, lib_dirs
 
 
-TARGETS = ["stack_loop", "jank_target", "marker_loop", "getppid"]
+TARGETS = ["stack_loop", "jank_target", "marker_loop", "getppid", "jobs_loop"]
 
 
 def build_initramfs(arch, scenarios, out_path, attach_timeout):
@@ -336,14 +336,20 @@ def build_initramfs(arch, scenarios, out_path, attach_timeout):
     targets = {t: os.path.join(bdir, "tests", t) for t in TARGETS}
     if arch == "arm64":
         targets["stack_loop_pac"] = os.path.join(bdir, "tests", "stack_loop_pac")
+    # A 32-bit process: static i386, checked apart (its machine is not the guest's).
+    ia32 = {"loop32": os.path.join(bdir, "tests", "loop32")} if arch == "x86" else {}
     make_hint = "make -j2 all apps" if arch == "x86" else "make -j2 ARCH=arm64 all apps"
-    for p in [jankbpf, *targets.values()]:
+    for p in [jankbpf, *targets.values(), *ia32.values()]:
         if not os.path.exists(p):
             raise Unavailable(f"{p} is not built ({conf['build_env']}={bdir}; run {make_hint})")
     for p in [jankbpf, *targets.values()]:
         machine, _, _ = elf_needed(p)
         if machine != conf["elf_machine"]:
             raise Unavailable(f"{p} is built for {machine}, not {conf['elf_machine']}")
+    for p in ia32.values():
+        machine, interp, needed = elf_needed(p)
+        if machine != "Intel 80386" or interp or needed:
+            raise Unavailable(f"{p} is not a static i386 executable ({machine}, needs {interp} {needed})")
 
     tools, extra_dirs = guest_tools(arch)
     binaries = [jankbpf, *targets.values(), *tools.values()]
@@ -373,7 +379,7 @@ def build_initramfs(arch, scenarios, out_path, attach_timeout):
         cpio.copy(g, h, 0o755)
     cpio.symlink("bin/sh", "busybox")
     cpio.copy("usr/bin/jankbpf", jankbpf, 0o755)
-    for t, p in targets.items():
+    for t, p in [*targets.items(), *ia32.items()]:
         cpio.copy(f"lane/bin/{t}", p, 0o755)
     # Two copies of marker_loop: one for a uprobe marker, one for USDT.
     cpio.copy("lane/bin/marker_loop_uprobe", targets["marker_loop"], 0o755)

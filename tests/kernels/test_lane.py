@@ -198,6 +198,57 @@ def test_cpu_task_seen_running_with_stack(boot, scenario):
     assert not problems, "\n".join(problems) + run.diag()
 
 
+@pytest.mark.parametrize("scenario", MAIN)
+def test_32bit_process_seen_with_trampolines(boot, scenario):
+    """x86_64: a 32-bit process's poll() reaches the kernel through the ia32
+    entry point (__ia32_sys_poll). The trampolines hook it, so each of
+    loop32's 400 ms tasks is a jank that began at a poll return; the syscall
+    tracepoints do not show ia32 calls at all, so with them (README: "32-bit
+    processes are not seen") it has no record."""
+    if boot.arch != "x86":
+        pytest.skip("32-bit processes are an x86_64 lane check (the arm64 build has no 32-bit target)")
+    run = Run(boot, scenario)
+    s = run.summary()
+    assert s, "no summary" + run.diag()
+    tasks = [t for t in stack_loop_tasks(run, "loop32") if t[0] == "spin"]
+    assert len(tasks) == 2, tasks
+    if s["hooks"] == "tracepoint":
+        seen = [brief(r) for r in run.records if str(r.get("exe", "")).endswith("/loop32")]
+        assert not seen, f"a 32-bit process seen through syscall tracepoints: {seen}" + run.diag()
+        return
+    problems = []
+    for _, begin, end in tasks:
+        j = jank_at(run, begin, end, "/loop32")
+        if j is None:
+            problems.append(f"loop32: no jank record for its task {begin}..{end}")
+        elif not (j["seen_running"] and j["wait_syscall"] == "poll"
+                  and abs(j["duration_ms"] - (end - begin) / 1e6) < 100):
+            problems.append(f"loop32: {brief(j)} wait_syscall={j['wait_syscall']}")
+    assert not problems, "\n".join(problems) + run.diag()
+
+
+@pytest.mark.parametrize("scenario", MAIN)
+def test_job_wait_is_idle_and_a_system_wait_is_a_jank(boot, scenario):
+    """The child-wait and setpgid hooks, as trampolines (x86_64) and as
+    tracepoints (arm64, and x86_64's tp-main): jobs_loop's child put in a
+    group of its own and waited for in wait4 (a shell's job) leaves the
+    loop idle, no jank over that 600 ms; the same child left in the loop's
+    group (system()) makes the wait part of the task, a jank of ~600 ms."""
+    run = Run(boot, scenario)
+    out, rc = run.target("jobs_loop")
+    assert rc == 0, f"jobs_loop exited {rc}: {out[-500:]}" + run.diag()
+    steps = [(m.group(1), int(m.group(2)), int(m.group(3)))
+             for m in re.finditer(r"^(job|system) (\d+) (\d+)$", out, re.M)]
+    assert [k for k, _, _ in steps] == ["job", "system"], out[-500:]
+    (_, jb, je), (_, sb, se) = steps
+    job = jank_at(run, jb, je, "/jobs_loop")
+    assert job is None, f"the job's wait counted as a task: {brief(job)}" + run.diag()
+    system = jank_at(run, sb, se, "/jobs_loop")
+    assert system is not None, f"no jank for the system() wait {sb}..{se}" + run.diag()
+    # glibc's poll() is the poll syscall on x86_64, ppoll on arm64 (which has no poll).
+    assert system["duration_ms"] >= 550 and system["wait_syscall"] in ("poll", "ppoll"), brief(system)
+
+
 STACK_HEADER = re.compile(r"^# jankbpf stack log: pid (\d+) tid (\d+) .* (\d+) samples?$", re.M)
 
 
