@@ -28,8 +28,11 @@ struct jb_thread {
 	__u8 fresh_wait;      /* the wait returned, no marker task began since */
 	__u8 job_wait;        /* in a child wait that ended the task (shell job) */
 	__u8 job_started;     /* this task put a child in a process group */
+	__u8 woken;           /* woken while asleep in the wait: wake_delay_ns is set */
 	__u64 stash_seq;      /* task whose off-CPU capture is stashed, unsent */
-	__u64 wake_ns;        /* last wakeup while asleep in the wait (0: none) */
+	/* sched_info.run_delay at the last wakeup while asleep in the wait: what
+	 * it gained by the wait's return is the delivery, with no clock read. */
+	__u64 wake_delay_ns;
 	/* The kernel's counters at the last switch-out, wakeup or task begin. */
 	__u64 snap_exec_ns;   /* se.sum_exec_runtime: CPU time */
 	__u64 snap_delay_ns;  /* sched_info.run_delay: time queued for a CPU */

@@ -19,6 +19,7 @@ static __noinline int marker_begin(struct pt_regs *ctx, __u64 cookie, bool usdt)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
 	struct jb_thread *t = thread_of_current(tid);
+	struct sched_counts c;
 	__u64 now, delivery;
 
 	if (!t) {
@@ -38,7 +39,8 @@ static __noinline int marker_begin(struct pt_regs *ctx, __u64 cookie, bool usdt)
 		end_task(t, tid, 0);
 	if (now - t->proc_start_ns < ignore_startup_ns)
 		return 0;
-	begin_task(t, tid, now, JB_BOUND_MARKER);
+	current_counts(&c);
+	begin_task(t, tid, now, JB_BOUND_MARKER, &c);
 	t->marker_id = (__u32)cookie;
 	t->delivery_ns = delivery;
 	if (usdt && (cookie & JB_MARKER_NAME_ARG)) {
@@ -55,6 +57,7 @@ static __noinline int marker_end(void)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct jb_thread *t = thread_of_current(tid);
+	struct sched_counts c;
 	__u64 now;
 
 	/* depth 0: an end whose begin came before we attached. */
@@ -67,7 +70,8 @@ static __noinline int marker_end(void)
 		end_task(t, tid, 0);
 	if (now - t->proc_start_ns < ignore_startup_ns)
 		return 0;
-	begin_task(t, tid, now, JB_BOUND_AFTER_MARKER);
+	current_counts(&c);
+	begin_task(t, tid, now, JB_BOUND_AFTER_MARKER, &c);
 	t->delivery_ns = 0;
 	return 0;
 }

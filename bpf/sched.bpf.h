@@ -9,6 +9,9 @@
 /*
  * Returns the thread that was switched in, if it is watched; *prev_t gets
  * the one switched out, *now_out the clock read for either (0: none read).
+ * The clock is read only for a thread inside a task: outside one nothing is
+ * timed (begin_task starts the split afresh), and most switches of an event
+ * loop come while it sleeps in its wait.
  */
 static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struct task_struct *prev,
 						   struct task_struct *next,
@@ -21,15 +24,19 @@ static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struc
 	t = sched_thread_of(btf, prev, &prev_tid);
 	*prev_t = t;
 	if (t) {
-		struct sched_counts c;
+		if (t->in_task) {
+			struct sched_counts c;
 
-		now = bpf_ktime_get_ns();
-		TASK_COUNTS(btf, prev, c);
-		if (t->state == JB_ST_RUNNING)
-			account(t, now);
-		else
-			account_unseen(t, now, &c, false);
-		snapshot(t, &c);
+			now = bpf_ktime_get_ns();
+			TASK_COUNTS(btf, prev, c);
+			if (t->state == JB_ST_RUNNING)
+				account(t, now);
+			else
+				account_unseen(t, now, &c, false);
+			snapshot(t, &c);
+		} else if (t->state != JB_ST_RUNNING) {
+			stat_inc(JB_STAT_UNSEEN_SWITCH);
+		}
 		/* The task_struct's state is the one schedule() was called with. */
 		if (preempt)
 			t->state = JB_ST_RUNNABLE;
@@ -40,9 +47,11 @@ static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struc
 	}
 	t = sched_thread_of(btf, next, &next_tid);
 	if (t) {
-		if (!now)
-			now = bpf_ktime_get_ns();
-		account(t, now);
+		if (t->in_task) {
+			if (!now)
+				now = bpf_ktime_get_ns();
+			account(t, now);
+		}
 		t->state = JB_ST_RUNNING;
 	}
 	*now_out = now;
@@ -56,16 +65,23 @@ static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 
 	if (!t || t->state < JB_ST_SLEEPING)
 		return;
-	__u64 now = bpf_ktime_get_ns();
-	struct sched_counts c;
+	if (t->in_task) {
+		struct sched_counts c;
 
-	account(t, now);
-	TASK_COUNTS(btf, p, c);
-	snapshot(t, &c);
+		account(t, bpf_ktime_get_ns());
+		TASK_COUNTS(btf, p, c);
+		snapshot(t, &c);
+	}
 	t->state = JB_ST_RUNNABLE;
-	/* Asleep in the wait: this wakeup ends it (the last one before it returns). */
-	if (t->in_wait)
-		t->wake_ns = now;
+	/*
+	 * Asleep in the wait: this wakeup ends it (the last one before it
+	 * returns). The time it then queues for a CPU is what run_delay gains
+	 * by the return: the delivery, measured by the scheduler's own clock.
+	 */
+	if (t->in_wait) {
+		t->wake_delay_ns = TASK_FIELD(btf, p, sched_info.run_delay);
+		t->woken = 1;
+	}
 }
 
 /* Forgets an exiting thread; reports the process when its last thread goes. */

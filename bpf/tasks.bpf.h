@@ -120,13 +120,11 @@ static __noinline void ask_to_arm(__u32 tgid, __u32 tid)
 	}
 }
 
-/* A new task on the current thread, from now. */
-static __always_inline void begin_task(struct jb_thread *t, __u32 tid, __u64 now, __u32 boundary)
+/* A new task on the current thread, from now; c: its counters now. */
+static __always_inline void begin_task(struct jb_thread *t, __u32 tid, __u64 now, __u32 boundary,
+				       struct sched_counts *c)
 {
-	struct sched_counts c;
-
-	current_counts(&c);
-	snapshot(t, &c);
+	snapshot(t, c);
 	t->begin_ns = now;
 	t->last_ns = now;
 	t->state = JB_ST_RUNNING;

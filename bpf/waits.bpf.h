@@ -25,7 +25,7 @@ static __always_inline int on_wait_enter(void)
 		t = track_current(tid, id >> 32);
 		if (t) {
 			t->in_wait = 1;
-			t->wake_ns = 0;
+			t->woken = 0;
 		}
 		return 0;
 	}
@@ -36,7 +36,7 @@ static __always_inline int on_wait_enter(void)
 	if (t->in_task)
 		end_task(t, tid, 0);
 	t->in_wait = 1;
-	t->wake_ns = 0;
+	t->woken = 0;
 	return 0;
 }
 
@@ -45,6 +45,7 @@ static __always_inline int on_wait_exit(__u32 wait_id)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id, tgid = id >> 32;
+	struct sched_counts c;
 	struct jb_thread *t;
 	__u64 now;
 
@@ -59,20 +60,23 @@ static __always_inline int on_wait_exit(__u32 wait_id)
 	}
 	if (t->depth)  /* a wait inside a marker's span */
 		return 0;
+	current_counts(&c);
 	/*
 	 * Delivery: from the wakeup that ended the wait to here, where the
-	 * thread is back on a CPU and returns to its loop. 0 when the wait
-	 * returned without sleeping (events were already pending).
+	 * thread is back on a CPU and returns to its loop: the time it queued
+	 * for a CPU since that wakeup. 0 when the wait returned without
+	 * sleeping (events were already pending).
 	 */
-	t->delivery_ns = t->in_wait && t->wake_ns && now > t->wake_ns ? now - t->wake_ns : 0;
+	t->delivery_ns = t->in_wait && t->woken && c.delay_ns > t->wake_delay_ns ?
+			 c.delay_ns - t->wake_delay_ns : 0;
 	t->in_wait = 0;
-	t->wake_ns = 0;
+	t->woken = 0;
 	t->fresh_wait = 1;
 	/* Seed rule: no checks in the first ignore_startup_ns of a process. */
 	if (now - t->proc_start_ns < ignore_startup_ns)
 		return 0;
 	t->wait_nr = wait_id;
-	begin_task(t, tid, now, JB_BOUND_SYSCALL);
+	begin_task(t, tid, now, JB_BOUND_SYSCALL, &c);
 	return 0;
 }
 
