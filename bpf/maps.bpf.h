@@ -33,6 +33,7 @@ struct jb_thread {
 	/* sched_info.run_delay at the last wakeup while asleep in the wait: what
 	 * it gained by the wait's return is the delivery, with no clock read. */
 	__u64 wake_delay_ns;
+	__u64 begin_jiffies;  /* jiffies at begin_ns: most ends need no clock */
 	/* The kernel's counters at the last switch-out, wakeup or task begin. */
 	__u64 snap_exec_ns;   /* se.sum_exec_runtime: CPU time */
 	__u64 snap_delay_ns;  /* sched_info.run_delay: time queued for a CPU */

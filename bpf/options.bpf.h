@@ -51,6 +51,9 @@ const volatile bool use_task_from_pid = false;
 /* The scan watchdog: threads inside a task are listed in `in_task` for its
  * tick to walk. */
 const volatile bool scan_watchdog = false;
+/* The kernel's tick rate (CONFIG_HZ, from its config; 0: unknown): a task
+ * whose jiffies say it is short ends without a clock read. */
+const volatile __u32 tick_hz = 0;
 
 /* Threads now inside a task past early_ns: userspace keeps the sampling
  * clocks on while this is non-zero and off otherwise (read through the

@@ -65,20 +65,42 @@ static __always_inline void leave_long(struct jb_thread *t)
 }
 
 /*
+ * Sure to be under the threshold by the jiffies alone: the clock, ~50 ns a
+ * read on a VM, is then not needed at the end of a short task, nearly every
+ * task there is. Two jiffies of margin for a tick that lags; with HZ
+ * unknown (no kernel config to read) every end reads the clock.
+ */
+static __always_inline bool surely_short(struct jb_thread *t)
+{
+	return (bpf_jiffies64() - t->begin_jiffies + 2) * 1000000000ull <
+	       threshold_ns * tick_hz;
+}
+
+/*
  * The task running on the current thread ends now: count it, and report it
  * when it reached the threshold. Runs in the thread's own context.
  */
 static __always_inline void end_task(struct jb_thread *t, __u32 tid, __u32 flags)
 {
 	struct jb_task_event *e;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now;
 
-	account_current(t, now);
-	t->in_task = 0;
 	if (scan_watchdog)
 		bpf_map_delete_elem(&in_task, &tid);
 	leave_long(t);
 	stat_inc(JB_STAT_TASKS);
+	if (surely_short(t)) {
+		t->in_task = 0;
+		/* No split to finish: only the state (it is on a CPU now). */
+		if (t->state != JB_ST_RUNNING) {
+			stat_inc(JB_STAT_UNSEEN_SWITCH);
+			t->state = JB_ST_RUNNING;
+		}
+		return;
+	}
+	now = bpf_ktime_get_ns();
+	account_current(t, now);  /* the split's last part, while still in the task */
+	t->in_task = 0;
 	if (now - t->begin_ns < threshold_ns)
 		return;
 
@@ -126,6 +148,7 @@ static __always_inline void begin_task(struct jb_thread *t, __u32 tid, __u64 now
 {
 	snapshot(t, c);
 	t->begin_ns = now;
+	t->begin_jiffies = bpf_jiffies64();
 	t->last_ns = now;
 	t->state = JB_ST_RUNNING;
 	for (int i = 0; i < JB_ST_NR; i++)

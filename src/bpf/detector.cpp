@@ -106,11 +106,12 @@ std::unique_ptr<Detector> Detector::start(const DetectorConfig& cfg, RecordHandl
   const KernelFuncs kernel = KernelFuncs::load();
   const uint64_t t1 = monotonic_ns();
   const bool trampolines = probe_trampolines(cfg, kernel, features);
+  d->probe_tick_rate(features);
   const uint64_t t2 = monotonic_ns();
   if (!d->load_best(cfg, trampolines, kernel, features, error)) return nullptr;
   const uint64_t t3 = monotonic_ns();
   if (d->attach(error)) {
-    log::info("start: kernel BTF %.1f ms, trampoline probe %.1f ms, load %.1f ms, attach %.1f ms", (t1 - t0) / 1e6,
+    log::info("start: kernel BTF %.1f ms, trampoline and tick-rate probes %.1f ms, load %.1f ms, attach %.1f ms", (t1 - t0) / 1e6,
                (t2 - t1) / 1e6, (t3 - t2) / 1e6, (monotonic_ns() - t3) / 1e6);
     return d;
   }
@@ -125,6 +126,7 @@ bool Detector::probe(const DetectorConfig& cfg, FeatureSet* features, std::strin
   capture_libbpf_log();
   Detector d;
   const KernelFuncs kernel = KernelFuncs::load();
+  d.probe_tick_rate(features);
   return d.load_best(cfg, probe_trampolines(cfg, kernel, features), kernel, features, error);
 }
 
@@ -140,6 +142,14 @@ bool Detector::probe_trampolines(const DetectorConfig& cfg, const KernelFuncs& k
   else ok = probe::trampoline(kernel, syscall_functions(host_arch(), "ppoll")[0], &detail);
   features->set("trampolines", ok, detail, ok ? "" : "syscall tracepoints");
   return ok || cfg.hooks == HookKind::Trampoline;
+}
+
+// The tick rate lets a short task end without a clock read; unknown, every
+// end reads it (correct, ~50 ns dearer on a VM).
+void Detector::probe_tick_rate(FeatureSet* features) {
+  std::string detail;
+  tick_hz_ = probe::tick_rate(&detail);
+  features->set("tick_rate", tick_hz_ != 0, detail, tick_hz_ ? "" : "every task's end reads the clock");
 }
 
 // Feature probes by loading, best first; every step that fails is recorded
@@ -230,6 +240,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   ro->state_in_task = plan.state_in_task;
   ro->use_task_from_pid = plan.task_from_pid;
   ro->scan_watchdog = plan.mode == WatchdogMode::Scan;
+  ro->tick_hz = tick_hz_;
   for (const TpWait& w : tracepoint_waits())
     ro->wait_of_nr[w.nr] = static_cast<uint8_t>(wait_id(w.name) + 1);
   // The maps that do not hold the state are kept, unused, at one entry;

@@ -120,6 +120,7 @@ class Detector {
   bool load_best(const DetectorConfig& cfg, bool trampolines, const KernelFuncs& kernel, FeatureSet* features,
                  std::string* error);
   static bool probe_trampolines(const DetectorConfig& cfg, const KernelFuncs& kernel, FeatureSet* features);
+  void probe_tick_rate(FeatureSet* features);
   bool attach(std::string* error);
   bool attach_scan_tick(std::string* error);
   bool attach_wait_tracepoints(std::string* error);
@@ -138,6 +139,7 @@ class Detector {
   RecordHandler handler_;
   WatchdogMode mode_ = WatchdogMode::Auto;
   int attached_ = 0;
+  uint32_t tick_hz_ = 0;  // CONFIG_HZ, 0: unknown (every task's end reads the clock)
   bool stacks_ = false, offcpu_ = false, markers_ = false, state_in_task_ = false,
        trampolines_ = false;
 };

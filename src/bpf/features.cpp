@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "util/kernel_config.h"
 #include "util/log.h"
 
 namespace jankbpf {
@@ -173,6 +174,30 @@ bool trace_cmd(std::string* detail) {
   }
   *detail = "trace-cmd is not on PATH";
   return false;
+}
+
+uint32_t tick_rate_of(const std::string& config_text) {
+  const std::string v = config_value(config_text, "HZ");
+  if (v.empty() || v.size() > 5 || v.find_first_not_of("0123456789") != std::string::npos) return 0;
+  const unsigned long hz = std::stoul(v);
+  // Kconfig offers 24 to 1200 across the arches; anything else is not a tick rate.
+  return hz >= 10 && hz <= 10000 ? static_cast<uint32_t>(hz) : 0;
+}
+
+uint32_t tick_rate(std::string* detail) {
+  if (disabled_by_env("tick_rate")) {
+    *detail = "disabled by JANKBPF_DISABLE";
+    return 0;
+  }
+  std::string text, where, error;
+  if (!read_kernel_config(&text, &where, &error)) {
+    *detail = "no kernel config to read (" + error + ")";
+    return 0;
+  }
+  const uint32_t hz = tick_rate_of(text);
+  *detail = hz ? "CONFIG_HZ=" + std::to_string(hz) + " (" + where + ")"
+               : where + " has no usable CONFIG_HZ";
+  return hz;
 }
 
 }  // namespace probe

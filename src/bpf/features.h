@@ -55,6 +55,11 @@ bool perf_user_stacks(uint64_t regs_mask, uint32_t stack_bytes, std::string* det
 bool uprobes(std::string* detail);
 // trace-cmd on PATH (traces are saved as text without it).
 bool trace_cmd(std::string* detail);
+// The kernel's tick rate (CONFIG_HZ) from its config, 0 when unknown: with
+// it a short task's end is told by jiffies, without a clock read.
+uint32_t tick_rate(std::string* detail);
+// CONFIG_HZ of a config file's text, 0 when absent or not a tick rate.
+uint32_t tick_rate_of(const std::string& config_text);
 }  // namespace probe
 
 }  // namespace jankbpf

@@ -299,6 +299,30 @@ def test_every_wait_syscall_bounds_tasks(loop):
     assert_matches_truth(janks, target)
 
 
+@pytest.mark.parametrize("tick", ["jiffies", "clock"])
+def test_tasks_either_side_of_the_threshold(tick):
+    """Where the kernel's tick rate is known, a task's end is told short by
+    jiffies, with no clock read; without it (JANKBPF_DISABLE=tick_rate, as
+    on a kernel whose config is nowhere) by the clock. Either way a task a
+    few ms over the threshold is reported, with its true length, and one a
+    few ms under is not: on a CPU (ticks run) and asleep (an idle CPU's
+    jiffies catch up only when it wakes)."""
+    env = {**os.environ, "JANKBPF_DISABLE": "tick_rate"} if tick == "clock" else None
+    script = "spin:145,sleep:155,sleep:145,spin:155,io:156,short:50"
+    with Target.start(script, start_delay=START_DELAY) as target:
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE, "--log-type", "1",
+                     env=env)
+        target.wait_done(30)
+        target.wait(10)
+        assert jb.wait(15) == 0, jb.stderr
+    janks = jb.of_type("jank")
+    assert sorted(j["duration_ms"] >= THRESHOLD for j in janks) == [True] * 3, janks
+    assert_matches_truth(janks, target)
+    (summary,) = jb.of_type("summary")
+    assert ("tick_rate" in summary["features_missing"]) == (tick == "clock"), summary
+    assert summary["tasks_checked"] >= 55, summary
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_detaches_and_leaves_nothing_in_kernel(sig):
     jb = Jankbpf("--ignore-startup-time", IGNORE)
