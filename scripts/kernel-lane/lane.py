@@ -327,9 +327,12 @@ def guest_tools(arch):
 TARGETS = ["stack_loop", "jank_target", "marker_loop", "getppid", "jobs_loop"]
 
 
-def build_initramfs(arch, scenarios, out_path, attach_timeout):
+def build_initramfs(arch, scenarios, out_path, attach_timeout, kernel_config=None):
     """Writes the initramfs for `arch` running `scenarios` (a list of
-    (name, kind, watchdog)); returns a description for the log."""
+    (name, kind, watchdog)); returns a description for the log.
+    kernel_config: the kernel package's config file, installed as
+    /boot/config-<release> the way Debian installs it (jankbpf reads the
+    tick rate there)."""
     conf = arch_conf(arch)
     bdir = build_dir(arch)
     jankbpf = os.path.join(bdir, "jankbpf")
@@ -367,8 +370,10 @@ def build_initramfs(arch, scenarios, out_path, attach_timeout):
 
     libdir = f"/lib/{conf['triplet']}"
     cpio = Cpio(out_path)
-    for d in ("proc", "sys", "dev", "tmp", "sbin", "usr/bin", "usr/sbin", "lane/bin"):
+    for d in ("proc", "sys", "dev", "tmp", "sbin", "usr/bin", "usr/sbin", "lane/bin", "boot"):
         cpio.mkdir(d)
+    if kernel_config:
+        cpio.copy(f"boot/{os.path.basename(kernel_config)}", kernel_config, 0o644)
     with open(GUEST_INIT, "rb") as f:
         cpio.file("init", f.read())
     cfg = (f"LANE_ARCH={arch}\nLANE_LIBDIR={libdir}\n"
@@ -503,7 +508,10 @@ def boot(arch, scenarios=None, out_dir=None, attach_timeout=None, log=print):
     tmp = tempfile.mkdtemp(prefix=f"jankbpf-lane-{arch}-")
     try:
         initrd = os.path.join(tmp, "initramfs.gz")
-        desc = build_initramfs(arch, scenarios, initrd, attach_timeout)
+        config = os.path.join(os.path.dirname(vmlinuz),
+                              os.path.basename(vmlinuz).replace("vmlinuz-", "config-", 1))
+        desc = build_initramfs(arch, scenarios, initrd, attach_timeout,
+                               config if os.path.exists(config) else None)
         log(f"lane {arch}: kernel {kernel_pkg} ({vmlinuz}); jankbpf from {desc['build']}; "
             f"initramfs {os.path.getsize(initrd) // 1024} KiB, libs {', '.join(desc['libs'])}")
         # A console of this run's own (another lane may be booting the same
