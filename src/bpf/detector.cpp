@@ -149,7 +149,7 @@ bool Detector::probe_trampolines(const DetectorConfig& cfg, const KernelFuncs& k
 void Detector::probe_tick_rate(FeatureSet* features) {
   std::string detail;
   tick_hz_ = probe::tick_rate(&detail);
-  features->set("tick_rate", tick_hz_ != 0, detail, tick_hz_ ? "" : "every task's end reads the clock");
+  features->set("tick_rate", tick_hz_ != 0, detail, tick_hz_ ? "" : "a clock read at every task's end");
 }
 
 // Feature probes by loading, best first; every step that fails is recorded
