@@ -212,6 +212,45 @@ scenario_markers() {
 	emit "$name" "$d"
 }
 
+# waits: jank_target once per event-loop wait this arch has (arm64 has no
+# epoll_wait, poll or select), spin:200 (running) and sleep:200 (sleeping)
+# over the threshold, short:200 under it. All start together, each script
+# in a window of its own (start delays 1.2 s apart): one jankbpf start and
+# one 3 s startup grace for all, and no two scripts share the CPUs.
+# Section target-<loop> per wait: jank_target's --loop word (epoll_wait
+# for its default loop).
+scenario_waits() {
+	local name=$1 wd=$2 d=/tmp/lane/$1 loops l i=0 pids=
+	mkdir -p "$d/logs"
+	if [ "$LANE_ARCH" = arm64 ]; then
+		loops="epoll_pwait epoll_pwait2 ppoll pselect"
+	else
+		loops="epoll_wait epoll_pwait epoll_pwait2 poll ppoll select pselect"
+	fi
+	watchdog_args "$wd"
+	if start_jankbpf "$d" --ignore-startup-time 3 --log-type 1 --log-dir "$d/logs" $WD_ARGS; then
+		while_attached "$d"
+		for l in $loops; do
+			# epoll_wait is jank_target's default loop: no --loop.
+			set -- --loop "$l"
+			[ "$l" = epoll_wait ] && set --
+			run_target "$d" "$l" jank_target "$@" --start-delay "$(echo "$i" | awk '{print 3.3 + 1.2 * $1}')" \
+				--script spin:200,short:200,sleep:200 &
+			pids="$pids $!"
+			i=$((i + 1))
+		done
+		# Not a bare wait: that would wait for jankbpf too.
+		for l in $pids; do wait "$l"; done
+		echo "done $(now)" > "$d/targets"
+		wait_exit "$d" 60 INT
+	else
+		echo "not attached (status $?)" > "$d/attach"
+		wait_exit "$d" 5 KILL
+	fi
+	after_exit "$d"
+	emit "$name" "$d"
+}
+
 # tax: ns per getppid() in a process jankbpf never watches (it never waits),
 # without jankbpf and with it attached system-wide; A B A B A B A (three
 # attaches: the emulated machine's speed drifts by several percent within a

@@ -81,14 +81,14 @@ ARM64_GUEST_PKGS = ["busybox-static", "trace-cmd", "libtraceevent1", "libtracefs
 TROUBLE = re.compile(r"soft lockup|hard LOCKUP|BUG:|Oops|Kernel panic|"
                      r"rcu_\w+ (self-)?detected stall|rcu: INFO: \w+ detected stalls")
 
-SCENARIO_KINDS = ("main", "markers", "tax", "churn")
+SCENARIO_KINDS = ("main", "markers", "tax", "churn", "waits")
 WATCHDOGS = ("auto", "timer", "scan")
 # Options a scenario's watchdog word may carry, "+"-joined (timer+tp+v).
 RUN_OPTIONS = ("v", "vv", "tp", "tramp", "nostacks", "notrace")
 # Seconds each scenario may take in the guest beyond jankbpf's start-up
 # (measured on x86_64: main ~25 s, markers ~20 s, 57 s when jankbpf is slow
-# to stop; arm64 about twice that).
-SCENARIO_S = {"main": 60, "markers": 80, "tax": 150, "churn": 240}
+# to stop; waits ~15 s; arm64 about twice that).
+SCENARIO_S = {"main": 60, "markers": 80, "tax": 150, "churn": 240, "waits": 60}
 
 
 class Unavailable(Exception):
@@ -461,7 +461,8 @@ def parse_sections(text):
 
 def default_scenarios(arch, repeat=1):
     """(name, kind, watchdog) the lane runs: main and markers with the timer
-    and the scan watchdog, main with auto; the scan ones `repeat` times."""
+    and the scan watchdog, main with auto; the scan ones `repeat` times;
+    waits (each event-loop wait) with the timer watchdog."""
     out = []
     for wd in ("timer", "scan"):
         for i in range(1, (repeat if wd == "scan" else 1) + 1):
@@ -474,6 +475,10 @@ def default_scenarios(arch, repeat=1):
     # (arm64's 6.1 has none: all of its scenarios use tracepoints.)
     if arch == "x86":
         out.append(("tp-main", "main", "timer+tp"))
+    # Every wait the arch has, bounding tasks: with each hook kind it has.
+    out.append(("timer-waits", "waits", "timer"))
+    if arch == "x86":
+        out.append(("tp-waits", "waits", "timer+tp"))
     return out
 
 

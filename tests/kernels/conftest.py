@@ -42,6 +42,7 @@ ARCHES = _arches()
 SCENARIOS = lane_mod.default_scenarios("x86", repeat())
 MAIN = [n for n, k, _ in SCENARIOS if k == "main"]
 MARKERS = [n for n, k, _ in SCENARIOS if k == "markers"]
+WAITS = [n for n, k, _ in SCENARIOS if k == "waits"]
 
 
 def _unavailable(why):

@@ -7,14 +7,18 @@ Scenarios: <watchdog>-main (stack_loop deep:400 x2, block:300, deep:3500,
 then jank_target sleep:300, and on arm64 stack_loop_pac deep:400 x2;
 jankbpf system-wide, stopped by SIGINT) and <watchdog>-markers (uprobe and
 USDT markers on two copies of marker_loop; jankbpf stopped by --duration),
-with the timer and the scan watchdog, and auto-main with the default.
+with the timer and the scan watchdog, and auto-main with the default; on
+x86_64 tp-main (--hooks tracepoint). timer-waits (and on x86_64 tp-waits,
+the tracepoint fallback): jank_target spin:200,short:200,sleep:200 once per
+event-loop wait the arch has, so each wait bounds tasks with each hook kind
+the arch has (the host's e2e suite only has tracepoints).
 """
 import json
 import re
 
 import pytest
 
-from conftest import MAIN, MARKERS, lane_mod, repeat
+from conftest import MAIN, MARKERS, WAITS, lane_mod, repeat
 
 DURATION_S = 24  # the markers scenarios' --duration (guest-init.sh)
 
@@ -84,13 +88,14 @@ def stack_loop_tasks(run, target):
     return tasks
 
 
-def jank_at(run, begin_ns, end_ns, exe_suffix):
+def jank_at(run, begin_ns, end_ns, exe_suffix, pid=None):
     """The jank of the target's task [begin_ns, end_ns] (its own clock):
-    the one of that executable overlapping most of it. jankbpf's task runs
-    from the wait's return to the next wait; the target reads its clock
-    just inside, which under TCG on a loaded host can be tens of ms later."""
+    the one of that executable (and process, if given) overlapping most of
+    it. jankbpf's task runs from the wait's return to the next wait; the
+    target reads its clock just inside, which under TCG on a loaded host
+    can be tens of ms later."""
     best, best_overlap = None, 0
-    for r in run.of("jank"):
+    for r in run.of("jank", pid):
         if not r["exe"].endswith(exe_suffix):
             continue
         b = r["begin_monotonic_ns"]
@@ -111,6 +116,14 @@ def frame_names(heaviest):
 
 def cpu_targets(boot):
     return ["stack_loop", "stack_loop_pac"] if boot.arch == "arm64" else ["stack_loop"]
+
+
+def hooks_wanted(run):
+    """The hook kind the scenario's jankbpf must use: trampolines on x86_64
+    (its 6.1 has them) unless told --hooks tracepoint; arm64's 6.1 has none."""
+    if run.boot.arch == "x86" and "--hooks tracepoint" not in run.text("args"):
+        return "trampoline"
+    return "tracepoint"
 
 
 def brief(r):
@@ -144,7 +157,7 @@ def test_guest_tools_work(boot):
 
 # --- main scenarios -------------------------------------------------------------
 
-@pytest.mark.parametrize("scenario", MAIN)
+@pytest.mark.parametrize("scenario", MAIN + WAITS)
 def test_attached_and_stopped_by_sigint(boot, scenario):
     run = Run(boot, scenario)
     assert "attached" in run.text("attach"), run.diag()
@@ -153,7 +166,7 @@ def test_attached_and_stopped_by_sigint(boot, scenario):
     assert run.summary() is not None, "no single summary record" + run.diag()
 
 
-@pytest.mark.parametrize("scenario", MAIN)
+@pytest.mark.parametrize("scenario", MAIN + WAITS)
 def test_kernel_features_found_by_trying(boot, scenario):
     """6.1 has no bpf_task_from_pid (state in tid hashes, said on stderr and
     in the summary); x86_64's has trampolines, arm64's does not; what the
@@ -167,13 +180,11 @@ def test_kernel_features_found_by_trying(boot, scenario):
     # The tick rate comes from /boot/config-* (the kernel package's, installed
     # as Debian does): short tasks end without a clock read.
     assert "tick_rate" not in s["features_missing"], run.diag()
-    forced_tp = "--hooks tracepoint" in run.text("args")
     if boot.arch == "x86":
         assert "trampolines" not in s["features_missing"], run.diag()
-        assert s["hooks"] == ("tracepoint" if forced_tp else "trampoline"), run.diag()
     else:
         assert "trampolines" in s["features_missing"], run.diag()
-        assert s["hooks"] == "tracepoint", run.diag()
+    assert s["hooks"] == hooks_wanted(run), run.diag()
 
 
 @pytest.mark.parametrize("scenario", MAIN)
@@ -363,7 +374,7 @@ def test_trace_capture_past_450ms(boot, scenario):
     assert count > 0 and mine, f"{count} sched_switch lines, none of tid {j['tid']}: {body[:1500]}"
 
 
-@pytest.mark.parametrize("scenario", MAIN + MARKERS)
+@pytest.mark.parametrize("scenario", MAIN + MARKERS + WAITS)
 def test_nothing_left_after_exit(boot, scenario):
     """While attached bpftool lists jb_* programs (so the check can see
     them); after exit none, and no jankbpf-* ftrace instance."""
@@ -377,6 +388,69 @@ def test_nothing_left_after_exit(boot, scenario):
     assert "jankbpf-" not in run.text("instances-after"), run.text("instances-after")
     if scenario in MAIN:
         assert "jankbpf-" in run.text("instances-during"), run.text("instances-during")
+
+
+# --- waits --------------------------------------------------------------------
+
+# jank_target's --loop word (the guest's target-<loop> section) -> the
+# syscall the kernel sees, which the record's wait_syscall names.
+WAIT_LOOPS = {"epoll_wait": "epoll_wait", "epoll_pwait": "epoll_pwait",
+              "epoll_pwait2": "epoll_pwait2", "poll": "poll", "ppoll": "ppoll",
+              "select": "select", "pselect": "pselect6"}
+NOT_ON_ARM64 = ("epoll_wait", "poll", "select")
+THRESHOLD_MS = 150  # jankbpf's default; the waits scenarios set none
+# The kernel's span holds the app's (wait return -> its clock read; its
+# clock read -> wait entry), so it is never much shorter; longer by what
+# a preemption there costs, tens of ms under TCG on a loaded host.
+SPAN_BELOW_MS, SPAN_ABOVE_MS = 2, 30
+
+
+@pytest.mark.parametrize("loop", list(WAIT_LOOPS))
+@pytest.mark.parametrize("scenario", WAITS)
+def test_every_wait_bounds_tasks(boot, scenario, loop):
+    """Each event-loop wait the arch has, hooked as the scenario says
+    (trampolines or tracepoints): jank_target's spin:200 and sleep:200 over
+    it are one jank each, begun at that wait (wait_syscall), as long as the
+    app's own clock says; its short:200 (20 us tasks) and idle gaps none.
+    The loop's own wait hooks are the ones loaded (bpftool while attached)."""
+    if boot.arch == "arm64" and loop in NOT_ON_ARM64:
+        pytest.skip(f"arm64 has no {loop} syscall")
+    run = Run(boot, scenario)
+    syscall = WAIT_LOOPS[loop]
+    s = run.summary()
+    assert s and s["hooks"] == hooks_wanted(run), "hooks" + run.diag()
+    progs = set(re.findall(r" name (jb_\w+)", run.text("bpftool-during")))
+    if hooks_wanted(run) == "trampoline":
+        want = {f"jb_fenter0_{syscall}", f"jb_fexit0_{syscall}"}
+        other = {p for p in progs if p.startswith("jb_tp_")}
+    else:
+        want = {"jb_tp_wait_enter", "jb_tp_wait_exit"}
+        other = {p for p in progs if re.match(r"jb_(cw)?f(enter|exit)", p)}
+    assert want <= progs and not other, \
+        f"programs while attached: want {sorted(want)}, none of {sorted(other)}; have {sorted(progs)}"
+    out, rc = run.target(loop)
+    assert rc == 0, f"jank_target --loop {loop} exited {rc}: {out[-500:]}" + run.diag()
+    lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    (ready,) = [l for l in lines if l.get("ready")]
+    assert ready["wait"] == syscall, ready
+    long = [t for t in lines if "task" in t and t["kind"] != "short"
+            and t["dur_ns"] >= THRESHOLD_MS * 1e6]
+    assert [t["kind"] for t in long] == ["spin", "sleep"], out[-1000:]
+    problems = []
+    for t in long:
+        j = jank_at(run, t["begin_ns"], t["end_ns"], "/jank_target", ready["pid"])
+        app_ms = t["dur_ns"] / 1e6
+        if j is None:
+            problems.append(f"{t['kind']}: no jank for its task {t['begin_ns']}..{t['end_ns']}")
+        elif j["wait_syscall"] != syscall or \
+                not -SPAN_BELOW_MS <= j["duration_ms"] - app_ms <= SPAN_ABOVE_MS:
+            problems.append(f"{t['kind']} ({app_ms:.1f} ms by the app): {brief(j)} "
+                            f"wait_syscall={j['wait_syscall']}")
+    janks = run.of("jank", ready["pid"])
+    if len(janks) != len(long):
+        problems.append(f"{len(janks)} janks for {len(long)} tasks over {THRESHOLD_MS} ms")
+    assert not problems, "\n".join(problems) + \
+        f"\nits janks: {[(brief(j), j['wait_syscall']) for j in janks]}" + run.diag()
 
 
 # --- markers --------------------------------------------------------------------
