@@ -123,3 +123,18 @@ def test_fuzz_table():
     figure, ok = [g for g in goals.GOALS if g.id == "fuzz"][0].judge(
         {"rows": got, "runs": 100000, "rc": 1})
     assert not ok and "1 crashes" in figure
+
+
+def test_hook_goal_gives_the_least_average_possible():
+    """Task begins at the clock read's floor, every other run at the empty
+    program's: (2 x 150 + 6 x 50) / 8 = 75 ns."""
+    hooks = {"tools": {
+        "jankbpf": {"per_prog": {"sys_exit_{epoll_wait,poll}": [2, 400], "sched_switch": [4, 400],
+                                 "sys_enter_{epoll_wait,poll}": [2, 200]}},
+        "bpftrace": {"per_prog": {"sys_enter_epoll_wait": [2, 600]}},
+        "floor": {"per_prog": {"sched_switch": [10, 500], "sched_wakeup": [10, 1500]}}}}
+    fig, _ = goals._hook_80(hooks)
+    assert "each task's begin (2 runs)" in fig and fig.endswith(": 75 ns"), fig
+    # Without the floor's runs, no bound is claimed.
+    del hooks["tools"]["floor"]
+    assert "least average" not in goals._hook_80(hooks)[0]
