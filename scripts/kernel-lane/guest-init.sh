@@ -81,6 +81,13 @@ wait_exit() {
 	return $rc
 }
 
+# not_attached DIR STATUS: start_jankbpf gave up (STATUS: 1 exited, 2 timed
+# out); the reason is kept and a jankbpf still starting is killed.
+not_attached() {
+	echo "not attached (status $2)" > "$1/attach"
+	wait_exit "$1" 5 KILL
+}
+
 # What is left in the kernel once jankbpf is gone: programs are freed after
 # an RCU grace period, so allow a few seconds for jb_* to disappear.
 after_exit() {
@@ -180,8 +187,7 @@ scenario_main() {
 		sleep 4 # the trace is saved 3 s after its trigger
 		wait_exit "$d" 60 INT
 	else
-		echo "not attached (status $?)" > "$d/attach"
-		wait_exit "$d" 5 KILL
+		not_attached "$d" $?
 	fi
 	after_exit "$d"
 	emit "$name" "$d"
@@ -205,8 +211,7 @@ scenario_markers() {
 		echo "done $(now)" > "$d/targets"
 		wait_exit "$d" 90
 	else
-		echo "not attached (status $?)" > "$d/attach"
-		wait_exit "$d" 5 KILL
+		not_attached "$d" $?
 	fi
 	after_exit "$d"
 	emit "$name" "$d"
@@ -244,8 +249,7 @@ scenario_waits() {
 		echo "done $(now)" > "$d/targets"
 		wait_exit "$d" 60 INT
 	else
-		echo "not attached (status $?)" > "$d/attach"
-		wait_exit "$d" 5 KILL
+		not_attached "$d" $?
 	fi
 	after_exit "$d"
 	emit "$name" "$d"
@@ -268,8 +272,7 @@ scenario_tax() {
 			echo $? > "$d/target-b$r.rc"
 			wait_exit "$d" 60 INT
 		else
-			echo "not attached (status $?)" > "$d/attach"
-			wait_exit "$d" 5 KILL
+			not_attached "$d" $?
 			break
 		fi
 	done
