@@ -28,7 +28,7 @@ was = open(STATS).read()
 open(STATS, "w").write("1")
 res = {k: {} for k in BINS}
 try:
-    for r in range(ROUNDS):
+    for _ in range(ROUNDS):
         for k, b in BINS.items():
             p = subprocess.Popen([b], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             for line in p.stderr:
