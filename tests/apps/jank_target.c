@@ -148,6 +148,9 @@ static int pending_releases;   /* SIGUSR1s that came while none was stuck */
 static atomic_int workers_left;
 static struct loop *main_loop;
 
+/* --start-on-signal: SIGUSR2 ends the idle wait (see signal_main) */
+static atomic_int start_now;
+
 /* --measure sampler */
 static pthread_mutex_t sampler_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sampler_cond = PTHREAD_COND_INITIALIZER;
@@ -655,8 +658,18 @@ static void *signal_main(void *arg)
 	pthread_setname_np(pthread_self(), "jt-signal");
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
 	for (;;) {
-		if (sigwaitinfo(&set, NULL) != SIGUSR1)
+		int sig = sigwaitinfo(&set, NULL);
+		/* SIGUSR2: the idle wait (start delay or gap) is over; the loop's
+		 * timerfd fires now, so its wait returns for an fd, as a real
+		 * event would end it. */
+		if (sig == SIGUSR2) {
+			atomic_store(&start_now, 1);
+			if (main_loop)
+				arm_timer(main_loop, 1);
+		}
+		if (sig != SIGUSR1)
 			continue;
 		pthread_mutex_lock(&stuck_lock);
 		if (n_stuck > 0)
@@ -806,7 +819,7 @@ static int run_loop(struct loop *L)
 	struct record R;
 	uint64_t sub_begin = 0, t_in, t_out;
 
-	arm_timer(L, cfg.start_delay_ns);
+	arm_timer(L, atomic_load(&start_now) ? 1 : cfg.start_delay_ns);
 	for (;;) {
 		if (sub_open && cfg.measure && R.st->kind != K_SHORT) {
 			sampling_set(L, 0);
@@ -1091,6 +1104,11 @@ static void usage(FILE *f)
 "  --script STEPS       comma-separated steps, run in order (default: none)\n"
 "  --gap MS             idle time in the wait between tasks (default 100)\n"
 "  --start-delay SEC    idle time in the loop before the script (default 0)\n"
+"  --start-on-signal    the start delay (default then 3600 s) ends at SIGUSR2:\n"
+"                       the loop's timerfd fires, so the first task begins at\n"
+"                       a wait return for an fd, like a real event's; each\n"
+"                       SIGUSR2 ends the idle wait then (with a long --gap:\n"
+"                       one step per signal)\n"
 "  --threads N          also run N worker threads (jt-worker-K), own loops\n"
 "  --worker-script S    the workers' script (default: none)\n"
 "  --io-dir DIR         where io:MS reads its O_DIRECT file (default /var/tmp)\n"
@@ -1131,8 +1149,9 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	int start_on_signal = 0, have_delay = 0;
 	enum { OPT_LOOP = 1, OPT_SCRIPT, OPT_GAP, OPT_DELAY, OPT_THREADS, OPT_WSCRIPT, OPT_IODIR, OPT_TRUTH, OPT_NAME,
-	       OPT_MEASURE, OPT_NICE, OPT_FIFO, OPT_HELP };
+	       OPT_MEASURE, OPT_NICE, OPT_FIFO, OPT_START_SIGNAL, OPT_HELP };
 	static const struct option opts[] = {
 		{"loop", required_argument, 0, OPT_LOOP},
 		{"script", required_argument, 0, OPT_SCRIPT},
@@ -1146,6 +1165,7 @@ int main(int argc, char **argv)
 		{"measure", no_argument, 0, OPT_MEASURE},
 		{"nice", required_argument, 0, OPT_NICE},
 		{"fifo", required_argument, 0, OPT_FIFO},
+		{"start-on-signal", no_argument, 0, OPT_START_SIGNAL},
 		{"help", no_argument, 0, OPT_HELP},
 		{0, 0, 0, 0},
 	};
@@ -1171,7 +1191,10 @@ int main(int argc, char **argv)
 		}
 		case OPT_SCRIPT: script = optarg; break;
 		case OPT_GAP: cfg.gap_ns = (uint64_t)parse_long(optarg, "--gap (ms)", 0, 3600 * 1000) * NS_PER_MS; break;
-		case OPT_DELAY: cfg.start_delay_ns = parse_ms_float(optarg, "--start-delay (s)", 1e9); break;
+		case OPT_DELAY:
+			cfg.start_delay_ns = parse_ms_float(optarg, "--start-delay (s)", 1e9);
+			have_delay = 1;
+			break;
 		case OPT_THREADS: cfg.nworkers = (int)parse_long(optarg, "--threads", 0, MAX_WORKERS); break;
 		case OPT_WSCRIPT: wscript = optarg; break;
 		case OPT_IODIR: cfg.io_dir = optarg; break;
@@ -1182,6 +1205,7 @@ int main(int argc, char **argv)
 			cfg.name = optarg;
 			break;
 		case OPT_MEASURE: cfg.measure = 1; break;
+		case OPT_START_SIGNAL: start_on_signal = 1; break;
 		case OPT_FIFO:
 			cfg.fifo = (int)parse_long(optarg, "--fifo", 1, 49);
 			break;
@@ -1226,13 +1250,16 @@ int main(int argc, char **argv)
 	}
 	the_pid = getpid();
 
-	/* SIGUSR1 is taken by jt-signal only; every thread inherits the mask. */
+	/* SIGUSR1/2 are taken by jt-signal only; every thread inherits the mask. */
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (start_on_signal && !have_delay)
+		cfg.start_delay_ns = 3600ull * 1000000000ull;
 	int any_stuck = script_has(&cfg.main_script, K_STUCK) ||
-			(cfg.nworkers && script_has(&cfg.worker_script, K_STUCK));
+			(cfg.nworkers && script_has(&cfg.worker_script, K_STUCK)) || start_on_signal;
 	int any_io = script_has(&cfg.main_script, K_IO) || (cfg.nworkers && script_has(&cfg.worker_script, K_IO));
 	pthread_t th;
 	if (any_stuck && pthread_create(&th, NULL, signal_main, NULL))

@@ -10,7 +10,11 @@
  * A syscall-bounded task is a whole wakeup (all its callbacks); a marked one
  * is one callback.
  *
- *   marker_loop [--start-delay S] [--gap MS] ROUND...
+ *   marker_loop [--start-delay S] [--start-on-signal] [--gap MS] ROUND...
+ *     --start-on-signal: the start delay (then 3600 s by default) ends at
+ *     SIGUSR2, by its timerfd firing: the loop is idle in epoll_wait until
+ *     then, as an app is when a tracer attaches to it. Each SIGUSR2 ends
+ *     the idle wait then (with a long --gap: one round per signal).
  *     ROUND: comma-separated callbacks NAME:KIND:MS, run back to back after
  *     one epoll_wait return; rounds are GAP ms apart (default 200).
  *       spin   burn MS ms of CPU inside the marks
@@ -34,6 +38,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/sdt.h>
 #include <sys/timerfd.h>
@@ -156,23 +162,49 @@ static void run_round(const char *spec, int round)
 	free(copy);
 }
 
+/* --start-on-signal: SIGUSR2 fires the loop's timerfd now. */
+static int start_tfd = -1;
+
+static void *start_signal_main(void *arg)
+{
+	sigset_t set;
+	(void)arg;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR2);
+	for (;;) {
+		if (sigwaitinfo(&set, NULL) != SIGUSR2)
+			continue;
+		struct itimerspec now = {.it_value = {0, 1}};
+		timerfd_settime(start_tfd, 0, &now, NULL);
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	double delay = 0;
 	unsigned gap = 200;
+	int on_signal = 0, have_delay = 0;
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-'; i += 2) {
+		if (!strcmp(argv[i], "--start-on-signal")) {
+			on_signal = 1;
+			i--;
+			continue;
+		}
 		if (i + 1 >= argc)
 			return 2;
 		if (!strcmp(argv[i], "--start-delay"))
-			delay = atof(argv[i + 1]);
+			delay = atof(argv[i + 1]), have_delay = 1;
 		else if (!strcmp(argv[i], "--gap"))
 			gap = (unsigned)atoi(argv[i + 1]);
 		else {
-			fprintf(stderr, "usage: marker_loop [--start-delay S] [--gap MS] ROUND...\n");
+			fprintf(stderr, "usage: marker_loop [--start-delay S] [--start-on-signal] [--gap MS] ROUND...\n");
 			return 2;
 		}
 	}
+	if (on_signal && !have_delay)
+		delay = 3600;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
@@ -180,6 +212,16 @@ int main(int argc, char **argv)
 	struct epoll_event ev = {.events = EPOLLIN};
 	if (ep < 0 || tfd < 0 || nested_ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev))
 		return 1;
+	if (on_signal) {
+		sigset_t set;
+		pthread_t th;
+		sigemptyset(&set);
+		sigaddset(&set, SIGUSR2);
+		pthread_sigmask(SIG_BLOCK, &set, NULL);
+		start_tfd = tfd;
+		if (pthread_create(&th, NULL, start_signal_main, NULL))
+			return 1;
+	}
 	printf("{\"ready\":true,\"pid\":%d}\n", (int)getpid());
 
 	uint64_t first = (uint64_t)(delay * 1e9) + 1;

@@ -65,7 +65,8 @@ def command(script: str = "", *, loop: str | None = None, gap_ms: int | None = N
             worker_script: str | None = None, io_dir: str | None = None,
             truth: str | os.PathLike | None = None, name: str | None = None,
             nice: int | None = None, measure: bool = False,
-            fifo: int | None = None, binary: str = TARGET) -> list[str]:
+            fifo: int | None = None, start_on_signal: bool = False,
+            binary: str = TARGET) -> list[str]:
     """The jank_target argv for these settings (None: the target's default)."""
     argv = [binary]
     if script:
@@ -78,6 +79,8 @@ def command(script: str = "", *, loop: str | None = None, gap_ms: int | None = N
             argv += [flag, str(value)]
     if measure:
         argv.append("--measure")
+    if start_on_signal:
+        argv.append("--start-on-signal")
     return argv
 
 
@@ -239,6 +242,29 @@ class Target:
     @property
     def workers(self) -> list[int]:
         return self.wait_ready()["workers"]
+
+    def start_now(self):
+        """--start-on-signal: SIGUSR2 ends the start delay; the loop's timerfd
+        fires, so its wait returns for an fd and the script begins."""
+        os.kill(self.pid, signal.SIGUSR2)
+
+    def wait_asleep_in(self, *syscall_nrs: int, timeout: float = 10.0):
+        """Waits until the main thread sleeps inside one of these syscalls
+        (/proc/PID/syscall names it; `S` in its stat)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with open(f"/proc/{self.pid}/syscall") as f:
+                    nr = f.read().split()[0]
+                with open(f"/proc/{self.pid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+                if nr in {str(n) for n in syscall_nrs} and state == "S":
+                    return
+            except (OSError, IndexError):
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"jank_target {self.pid} not asleep in syscall {syscall_nrs}")
+            time.sleep(0.02)
 
     def release(self):
         """Ends the stuck task(s): SIGUSR1 releases every task stuck now, or,
