@@ -106,30 +106,57 @@ static __always_inline bool comm_matches(struct task_struct *leader)
 	return true;
 }
 
+/*
+ * Whether a thread of this process may be watched: never jankbpf itself;
+ * with --pid / -- CMD a target; with --comm a leader of that name (then
+ * recorded as a target, so its exit is reported).
+ */
+static __always_inline bool watch_process(struct task_struct *leader, __u32 tgid)
+{
+	struct jb_proc *proc;
+
+	if (tgid == self_tgid)
+		return false;
+	if (filter_pids) {
+		proc = bpf_map_lookup_elem(&procs, &tgid);
+		if (!proc || !(proc->flags & JB_PROCF_TARGET))
+			return false;
+	}
+	if (filter_comm) {
+		if (!comm_matches(leader))
+			return false;
+		struct jb_proc p = {.flags = JB_PROCF_TARGET};
+		if (bpf_map_update_elem(&procs, &tgid, &p, BPF_NOEXIST) == -E2BIG)
+			stat_inc(JB_STAT_PROCS_FULL);
+	}
+	return true;
+}
+
+/* With markers: userspace looks for marked binaries this process maps. */
+static __always_inline void announce_thread(__u32 tgid, __u32 tid, __u64 proc_start_ns)
+{
+	if (!announce_tracked)
+		return;
+	struct jb_tracked_event *e = reserve_event(sizeof(*e));
+
+	if (e) {
+		fill_header(&e->hdr, JB_EV_TRACKED, tgid, tid, bpf_ktime_get_ns());
+		e->proc_start_ns = proc_start_ns;
+		bpf_ringbuf_submit(e, 0);
+	}
+}
+
 /* Decides whether the current thread is one we watch, and starts tracking it. */
 static __noinline struct jb_thread *track_current(__u32 tid, __u32 tgid)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct task_struct *leader = BPF_CORE_READ(task, group_leader);
 	struct jb_thread fresh = {};
-	struct jb_proc *proc;
 
 	if (!eligible_thread((__u64)tgid << 32 | tid))
 		return NULL;
-	if (tgid == self_tgid)
+	if (!watch_process(leader, tgid))
 		return NULL;
-	if (filter_pids) {
-		proc = bpf_map_lookup_elem(&procs, &tgid);
-		if (!proc || !(proc->flags & JB_PROCF_TARGET))
-			return NULL;
-	}
-	if (filter_comm) {
-		if (!comm_matches(leader))
-			return NULL;
-		struct jb_proc p = {.flags = JB_PROCF_TARGET};
-		if (bpf_map_update_elem(&procs, &tgid, &p, BPF_NOEXIST) == -E2BIG)
-			stat_inc(JB_STAT_PROCS_FULL);
-	}
 
 	fresh.pid = tgid;
 	fresh.state = JB_ST_RUNNING;
@@ -147,15 +174,7 @@ static __noinline struct jb_thread *track_current(__u32 tid, __u32 tgid)
 			stat_inc(JB_STAT_THREADS_FULL);
 		return bpf_map_lookup_elem(&threads, &tid);
 	}
-	if (announce_tracked) {
-		struct jb_tracked_event *e = reserve_event(sizeof(*e));
-
-		if (e) {
-			fill_header(&e->hdr, JB_EV_TRACKED, tgid, tid, bpf_ktime_get_ns());
-			e->proc_start_ns = fresh.proc_start_ns;
-			bpf_ringbuf_submit(e, 0);
-		}
-	}
+	announce_thread(tgid, tid, fresh.proc_start_ns);
 	return thread_of_current(tid);
 }
 

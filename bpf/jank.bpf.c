@@ -13,6 +13,7 @@
  *   tasks.bpf.h       begin and end of a task, its record
  *   stacks.bpf.h      sample slots, off-CPU captures, wakers
  *   watchdog.bpf.h    crossing, trace bound and hang of a running task
+ *   adopt.bpf.h       threads found asleep inside a wait at attach
  *   sched.bpf.h       switch, wakeup, exit, exec
  *   waits.bpf.h       the waits that bound tasks (include/jankbpf/hooks.h)
  *   markers.bpf.h     a runtime's own dispatch marks
@@ -41,6 +42,7 @@
 #include "tasks.bpf.h"
 #include "stacks.bpf.h"
 #include "watchdog.bpf.h"
+#include "adopt.bpf.h"
 #include "sched.bpf.h"
 #include "waits.bpf.h"
 #include "markers.bpf.h"
@@ -136,6 +138,20 @@ SEC("fentry")
 int BPF_PROG(jb_fsetpgid1, struct pt_regs *regs)
 {
 	return on_setpgid((__s32)JB_SYSCALL_ARG0(regs, true));
+}
+
+/*
+ * Once after the attach, with trampolines: every thread asleep inside a
+ * wait whose return no trampoline will show (bpf/adopt.bpf.h).
+ */
+SEC("iter/task")
+int jb_adopt(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+
+	if (task)
+		adopt_task(task);
+	return 0;
 }
 
 /* ---- markers ------------------------------------------------------------ */

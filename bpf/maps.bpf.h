@@ -29,6 +29,14 @@ struct jb_thread {
 	__u8 job_wait;        /* in a child wait that ended the task (shell job) */
 	__u8 job_started;     /* this task put a child in a process group */
 	__u8 woken;           /* woken while asleep in the wait: wake_delay_ns is set */
+	/* Found asleep inside a wait at attach (bpf/adopt.bpf.h): no hook will
+	 * show that wait's return. */
+	__u8 unseen_return;
+	__u8 provisional;     /* switched in out of it: not yet seen to have left it */
+	__u8 began_at_switch; /* the current task began at such a switch-in */
+	__u64 wait_regs_nr;   /* that wait: the syscall number in its user registers */
+	__u64 wait_regs_pc;   /* and the user pc it returns to */
+	__u64 wake_ns;        /* its wakeup (delivery: no run_delay at a switch-in) */
 	__u64 stash_seq;      /* task whose off-CPU capture is stashed, unsent */
 	/* sched_info.run_delay at the last wakeup while asleep in the wait: what
 	 * it gained by the wait's return is the delivery, with no clock read. */

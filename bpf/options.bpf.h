@@ -16,6 +16,14 @@
 /* The wait-hook tracepoints: syscall number -> 1 + enum jb_wait_id (0: not
  * a wait). */
 const volatile __u8 wait_of_nr[JB_MAX_SYSCALL_NR] = {};
+/* A thread found inside an event-loop wait at attach (bpf/adopt.bpf.h)
+ * names it by the number its registers hold: the same mapping, for the
+ * event-loop waits only, native and (x86_64) ia32. */
+const volatile __u8 adopt_wait_of_nr[JB_MAX_SYSCALL_NR] = {};
+const volatile __u8 adopt_wait_of_nr32[JB_MAX_SYSCALL_NR] = {};
+/* restart_syscall's number (native, ia32): a wait interrupted by a stop
+ * (a signal, a debugger) and continued comes back as it, at the same pc. */
+const volatile __u32 restart_nr = 0xffffffff, restart_nr32 = 0xffffffff;
 const volatile __u64 threshold_ns = 150 * 1000000ull;
 const volatile __u64 hang_ns = 3000 * 1000000ull;
 const volatile __u64 ignore_startup_ns = 10 * 1000000000ull;
@@ -54,6 +62,14 @@ const volatile bool scan_watchdog = false;
 /* The kernel's tick rate (CONFIG_HZ, from its config; 0: unknown): a task
  * whose jiffies say it is short ends without a clock read. */
 const volatile __u32 tick_hz = 0;
+
+/* Test seam (JANKBPF_TEST_HIDE_RETURNS): with syscall tracepoints, hide
+ * the return of a wait a thread was found inside at attach, as trampolines
+ * would, so the host's tests reach bpf/adopt.bpf.h's path. */
+const volatile bool test_hide_adopted_return = false;
+
+/* Threads found asleep inside a wait by the attach-time task walk. */
+__u32 adopted_nr = 0;
 
 /* Threads now inside a task past early_ns: userspace keeps the sampling
  * clocks on while this is non-zero and off otherwise (read through the

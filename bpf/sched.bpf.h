@@ -81,6 +81,10 @@ static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 	if (t->in_wait) {
 		t->wake_delay_ns = TASK_FIELD(btf, p, sched_info.run_delay);
 		t->woken = 1;
+		/* Adopted: its task begins at the switch-in, before run_delay
+		 * counts this wait for a CPU; time it from here instead. */
+		if (t->unseen_return)
+			t->wake_ns = bpf_ktime_get_ns();
 	}
 }
 
@@ -134,6 +138,10 @@ static __always_inline void switch_hook(void *ctx, bool btf, bool preempt,
 	__u64 now;
 
 	t = on_switch(btf, preempt, prev, next, &p, &now);
+	/* A thread found inside a wait at attach (bpf/adopt.bpf.h) sleeps:
+	 * still in that wait, or gone from it for good. */
+	if (p && p->provisional && !preempt && p->state >= JB_ST_SLEEPING)
+		adopted_sleeps(TASK_FIELD(btf, prev, pid), p);
 	if (p && p->in_task) {
 		__u32 prev_tid = TASK_FIELD(btf, prev, pid);
 
@@ -156,6 +164,13 @@ static __always_inline void switch_hook(void *ctx, bool btf, bool preempt,
 	if (btf && t && !t->armed)
 		/* First look one poll period from now (its task starts soon). */
 		arm_watchdog(TASK_FIELD(btf, next, pid), t, poll_ns());
+	/* Out of a wait whose return no hook will show: its task begins here. */
+	if (t && t->unseen_return && !t->provisional) {
+		struct sched_counts c;
+
+		TASK_COUNTS(btf, next, c);
+		adopted_switch_in(TASK_FIELD(btf, next, pid), t, &c);
+	}
 	if (btf)
 		arm_unarmed();
 }

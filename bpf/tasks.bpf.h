@@ -17,7 +17,7 @@ static __always_inline void fill_task_event(struct jb_task_event *e, __u32 type,
 	e->seq = t->seq;
 	e->proc_start_ns = t->proc_start_ns;
 	e->wait_syscall = t->wait_nr;
-	e->flags = t->crossed ? JB_TASKF_CROSSED : 0;
+	e->flags = (t->crossed ? JB_TASKF_CROSSED : 0) | (t->began_at_switch ? JB_TASKF_SWITCH_IN : 0);
 	e->threshold_ms = threshold_ns / 1000000;
 	e->delivery_ns = t->delivery_ns;
 	e->boundary = t->boundary;
@@ -163,6 +163,10 @@ static __always_inline void begin_task(struct jb_thread *t, __u32 tid, __u64 now
 	t->marker_id = 0;
 	t->rname[0] = 0;
 	t->job_started = 0;
+	/* A task begun any other way proves a wait found at attach is over. */
+	t->unseen_return = 0;
+	t->provisional = 0;
+	t->began_at_switch = 0;
 	t->in_task = 1;
 	if (scan_watchdog) {
 		__u8 one = 1;

@@ -38,6 +38,14 @@ static __always_inline void jb_copy_user_regs(__u64 *out, struct pt_regs *r)
  * (ia32 entry points take them in the i386 order). */
 #define JB_SYSCALL_ARG0(regs, compat) \
 	((compat) ? BPF_CORE_READ((regs), bx) : BPF_CORE_READ((regs), di))
+/* A task's user registers at its kernel entry: the syscall it is in (a page
+ * fault puts its error code there, an interrupt its vector), the user pc. */
+#define JB_REGS_SYSCALL_NR(regs) ((__u64)BPF_CORE_READ((regs), orig_ax))
+#define JB_REGS_PC(regs) ((__u64)BPF_CORE_READ((regs), ip))
+/* Inside a 32-bit (ia32) syscall: TS_COMPAT in thread_info.status, set at
+ * a compat entry and cleared on the way back to user space. */
+#define JB_TS_COMPAT 0x0002
+#define JB_TASK_IN_COMPAT_SYSCALL(task) ((BPF_CORE_READ((task), thread_info.status) & JB_TS_COMPAT) != 0)
 #elif defined(__TARGET_ARCH_arm64)
 /* mask 0x1ffffffff: x0..x30, sp, pc */
 #define JB_USER_REGS 33
@@ -47,6 +55,10 @@ static __always_inline void jb_copy_user_regs(__u64 *out, struct pt_regs *r)
 }
 #define JB_USER_SP(regs) ((regs)[31])
 #define JB_SYSCALL_ARG0(regs, compat) BPF_CORE_READ((regs), regs[0])
+/* -1 (NO_SYSCALL) outside a syscall: every other exception entry sets it. */
+#define JB_REGS_SYSCALL_NR(regs) ((__u64)(__s64)BPF_CORE_READ((regs), syscallno))
+#define JB_REGS_PC(regs) ((__u64)BPF_CORE_READ((regs), pc))
+#define JB_TASK_IN_COMPAT_SYSCALL(task) false
 #else
 #error "jankbpf's BPF side supports x86 and arm64"
 #endif

@@ -89,6 +89,8 @@ enum jb_stat {
 /* bits of jb_task_event.flags */
 #define JB_TASKF_CROSSED (1u << 0) /* the crossing was seen while running */
 #define JB_TASKF_UNRECOVERED (1u << 2) /* ended by the thread's exit, not a wait */
+#define JB_TASKF_SWITCH_IN (1u << 3) /* began at the switch-in out of a wait found
+					 * at attach, whose return no hook shows */
 
 /* bits of jb_proc.flags */
 #define JB_PROCF_TARGET (1u << 0) /* named by --pid / --comm / -- CMD */

@@ -232,6 +232,12 @@ bool Monitor::start_detector() {
       return MetricsLive{ks.ringbuf_drops, ks.tasks, r->stats().records_dropped};
     });
   if (!attach_markers()) return false;
+  //    With trampolines, the targets' threads already asleep in a wait: no
+  //    trampoline shows that wait's return, so their next task begins at
+  //    the switch-in out of it (bpf/adopt.bpf.h).
+  if (int n = detector_->adopt_waiting(); n >= 0)
+    log::info("%d thread%s asleep in a wait at attach: %s next task begins at the switch-in out of it", n,
+              n == 1 ? "" : "s", n == 1 ? "its" : "their");
   if (!epoll_add(epoll_.get(), detector_->ready_fd(), kTagRing) ||
       (detector_->captures_fd() >= 0 && !epoll_add(epoll_.get(), detector_->captures_fd(), kTagOffcpuRing))) {
     log::error("cannot watch the ring buffers: %s", strerror(errno));

@@ -65,6 +65,7 @@ TaskRecord RecordBuilder::task(const jb_task_event& e, ExeFile& exe) {
   }
   r.seen_running = e.flags & JB_TASKF_CROSSED;
   r.unrecovered = e.flags & JB_TASKF_UNRECOVERED;
+  r.begin_at_switch_in = e.flags & JB_TASKF_SWITCH_IN;
   return r;
 }
 

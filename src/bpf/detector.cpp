@@ -173,19 +173,30 @@ bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const Kern
   if (cfg.offcpu && cfg.early_ns && !want_offcpu)
     features->set("offcpu_capture", false, "disabled by JANKBPF_DISABLE", "no stacks of sleeping threads");
 
+  // A wait's return that no hook shows (trampolines; the test seam hides it
+  // with tracepoints) needs the attach-time task walk.
+  const bool want_adopt = (trampolines || test_seams::hide_returns()) && !disabled_by_env("task_iter");
   std::vector<Plan> plans;
   for (WatchdogMode mode : {WatchdogMode::Timer, WatchdogMode::Scan}) {
     if (cfg.watchdog != WatchdogMode::Auto && cfg.watchdog != mode) continue;
     for (bool offcpu : {true, false}) {
       if (offcpu && !want_offcpu) continue;
-      if (mode == WatchdogMode::Timer && kfunc) plans.push_back({mode, true, offcpu, kfunc, trampolines});
-      plans.push_back({mode, false, offcpu, kfunc, trampolines});
+      for (bool adopt : {true, false}) {
+        if (adopt && !want_adopt) continue;
+        if (mode == WatchdogMode::Timer && kfunc) plans.push_back({mode, true, offcpu, kfunc, trampolines, adopt});
+        plans.push_back({mode, false, offcpu, kfunc, trampolines, adopt});
+      }
     }
   }
-  std::string timer_why, offcpu_why, task_why;
+  std::string timer_why, offcpu_why, task_why, adopt_why;
   for (const Plan& p : plans) {
     if (load(cfg, p, kernel, &why)) {
       const bool timer = p.mode == WatchdogMode::Timer;
+      if (trampolines || test_seams::hide_returns())
+        features->set("task_iter", p.adopt,
+                      p.adopt ? "threads asleep in a wait at attach begin their next task at the switch-in out of it"
+                              : disabled_by_env("task_iter") ? "disabled by JANKBPF_DISABLE" : adopt_why,
+                      p.adopt ? "" : "tasks begun at hooked wait returns only (the first task of a thread idle in its wait at attach is not seen)");
       if (cfg.watchdog != WatchdogMode::Scan)
         features->set("bpf_timer", timer, timer ? "tp_btf programs own bpf_timers" : timer_why,
                       timer ? "" : "the scan watchdog (a 5 ms cpu-clock tick)");
@@ -202,9 +213,11 @@ bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const Kern
     if (p.mode == WatchdogMode::Timer && timer_why.empty()) timer_why = why;
     if (p.state_in_task && task_why.empty()) task_why = why;
     if (p.offcpu && offcpu_why.empty()) offcpu_why = why;
-    log::debug("BPF load (%s watchdog, state in %s, off-CPU %s, %s) failed: %s",
+    if (p.adopt && adopt_why.empty()) adopt_why = why;
+    log::debug("BPF load (%s watchdog, state in %s, off-CPU %s, %s%s) failed: %s",
                p.mode == WatchdogMode::Timer ? "timer" : "scan", p.state_in_task ? "task storage" : "a hash",
-               p.offcpu ? "on" : "off", p.trampolines ? "trampolines" : "tracepoints", why.c_str());
+               p.offcpu ? "on" : "off", p.trampolines ? "trampolines" : "tracepoints",
+               p.adopt ? ", task iterator" : "", why.c_str());
   }
   *error = why;
   return false;
@@ -243,6 +256,14 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   ro->tick_hz = tick_hz_;
   for (const TpWait& w : tracepoint_waits())
     ro->wait_of_nr[w.nr] = static_cast<uint8_t>(wait_id(w.name) + 1);
+  if (plan.adopt) {
+    const WaitNumbers nrs = wait_numbers();
+    memcpy(const_cast<uint8_t*>(ro->adopt_wait_of_nr), nrs.native, sizeof nrs.native);
+    memcpy(const_cast<uint8_t*>(ro->adopt_wait_of_nr32), nrs.compat, sizeof nrs.compat);
+    ro->restart_nr = static_cast<uint32_t>(host_syscall_nr("restart_syscall"));
+    ro->restart_nr32 = host_arch().arch == Arch::X86_64 ? 0 : 0xffffffffu;  // i386's is 0
+    ro->test_hide_adopted_return = !plan.trampolines;  // only the test seam gets here so
+  }
   // The maps that do not hold the state are kept, unused, at one entry;
   // the tid stash holds ~17 KB an entry, preallocated: room for 256
   // threads asleep inside a task at once.
@@ -256,7 +277,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   // One token bucket per process capturing now (LRU: an old one just goes).
   bpf_map__set_max_entries(skel_->maps.offcpu_bucket, plan.offcpu && cfg.offcpu_rate ? 4096 : 1);
   if (test_seams::one_ring() && !share_one_ring(error)) return false;
-  select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, kernel);
+  select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, plan.adopt, kernel);
 
   if (int err = jank_bpf__load(skel_.get())) {
     std::string why = last_libbpf_line();
@@ -268,6 +289,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   mode_ = plan.mode;
   state_in_task_ = plan.state_in_task;
   trampolines_ = plan.trampolines;
+  adopt_ = plan.adopt;
   log::debug("BPF loaded: %s watchdog, per-thread state in %s, off-CPU captures %s, waits by %s",
              plan.mode == WatchdogMode::Timer ? "timer" : "scan",
              plan.state_in_task ? "task storage" : "a tid hash", plan.offcpu ? "on" : "off",
@@ -378,6 +400,29 @@ bool Detector::add_target(pid_t pid) {
   p.flags = JB_PROCF_TARGET;
   uint32_t key = static_cast<uint32_t>(pid);
   return bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &p, sizeof p, BPF_ANY) == 0;
+}
+
+int Detector::adopt_waiting() {
+  if (!adopt_) return -1;
+  bpf_link* link = bpf_program__attach_iter(skel_->progs.jb_adopt, nullptr);
+  if (!link) {
+    log::warn("cannot walk the threads asleep in a wait (%s): their first task after the attach is not seen",
+              strerror(errno));
+    return -1;
+  }
+  // Reading the iterator runs the program over every task; it writes nothing.
+  int fd = bpf_iter_create(bpf_link__fd(link));
+  if (fd >= 0) {
+    char buf[64];
+    while (read(fd, buf, sizeof buf) > 0) {
+    }
+    close(fd);
+  } else {
+    log::warn("cannot walk the threads asleep in a wait (%s): their first task after the attach is not seen",
+              strerror(errno));
+  }
+  bpf_link__destroy(link);
+  return fd >= 0 ? static_cast<int>(__atomic_load_n(&skel_->bss->adopted_nr, __ATOMIC_RELAXED)) : -1;
 }
 
 bool Detector::set_eager(pid_t pid, bool on) {

@@ -80,6 +80,12 @@ class Detector {
   int drain_captures();
   // Watch this process (with filter_pids), or just report its exit.
   bool add_target(pid_t pid);
+  // With trampolines, once after the targets are known: finds the watched
+  // threads asleep inside a wait, whose return no trampoline will show, so
+  // their next task begins at the switch-in out of it (bpf/adopt.bpf.h).
+  // How many were found, or -1 when not needed (tracepoints) or not
+  // possible (no task iterator: said in the features).
+  int adopt_waiting();
   // Each on-CPU sample of this process is announced at once (JB_EV_SAMPLED)
   // instead of waiting in the perf ring: its Python frames must be read
   // while they still describe the sample. False when the map is full.
@@ -114,7 +120,7 @@ class Detector {
   // One way to load the programs (see load_best for the order tried).
   struct Plan {
     WatchdogMode mode;
-    bool state_in_task, offcpu, task_from_pid, trampolines;
+    bool state_in_task, offcpu, task_from_pid, trampolines, adopt;
   };
   bool load(const DetectorConfig& cfg, const Plan& plan, const KernelFuncs& kernel, std::string* error);
   bool load_best(const DetectorConfig& cfg, bool trampolines, const KernelFuncs& kernel, FeatureSet* features,
@@ -141,7 +147,7 @@ class Detector {
   int attached_ = 0;
   uint32_t tick_hz_ = 0;  // CONFIG_HZ, 0: unknown (every task's end reads the clock)
   bool stacks_ = false, offcpu_ = false, markers_ = false, state_in_task_ = false,
-       trampolines_ = false;
+       trampolines_ = false, adopt_ = false;
 };
 
 }  // namespace jankbpf

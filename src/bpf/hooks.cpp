@@ -53,6 +53,7 @@ long host_syscall_nr(std::string_view name) {
 #ifdef __NR_wait4
       {"wait4", __NR_wait4},
 #endif
+      {"restart_syscall", __NR_restart_syscall},
 #ifdef __NR_waitid
       {"waitid", __NR_waitid},
 #endif
@@ -60,6 +61,29 @@ long host_syscall_nr(std::string_view name) {
   for (const auto& n : kNumbers)
     if (n.name == name) return n.nr;
   return -1;
+}
+
+std::vector<long> compat_syscall_nrs(std::string_view name) {
+#if defined(__x86_64__)
+  // arch/x86/entry/syscalls/syscall_32.tbl: an ABI, fixed for good. Written
+  // out because asm/unistd_32.h's macros clash with the native ones.
+  static constexpr struct {
+    std::string_view name;
+    long nr;
+  } kI386[] = {
+      {"select", 82},     {"select", 142},  // old_select, _newselect
+      {"poll", 168},      {"epoll_wait", 256}, {"pselect6", 308}, {"pselect6", 413},
+      {"ppoll", 309},     {"ppoll", 414},   {"epoll_pwait", 319}, {"epoll_pwait2", 441},
+      {"wait4", 114},     {"waitid", 284},
+  };
+  std::vector<long> out;
+  for (const auto& n : kI386)
+    if (n.name == name) out.push_back(n.nr);
+  return out;
+#else
+  (void)name;
+  return {};
+#endif
 }
 
 }  // namespace jankbpf

@@ -53,6 +53,20 @@ std::vector<TpWait> tracepoint_waits() {
   return out;
 }
 
+// Event-loop waits only: a child wait found at attach may be system()'s
+// (part of a task) as well as a shell's wait for its job.
+WaitNumbers wait_numbers() {
+  WaitNumbers out;
+  static_assert(sizeof out.native == JB_MAX_SYSCALL_NR);
+  for (const auto& w : host_arch().wait_syscalls) {
+    const auto id = static_cast<uint8_t>(wait_id(w.name) + 1);
+    if (long nr = host_syscall_nr(w.name); nr >= 0 && nr < JB_MAX_SYSCALL_NR) out.native[nr] = id;
+    for (long nr : compat_syscall_nrs(w.name))
+      if (nr >= 0 && nr < JB_MAX_SYSCALL_NR) out.compat[nr] = id;
+  }
+  return out;
+}
+
 std::vector<std::string> present_functions(const KernelFuncs& kernel, const std::string& syscall) {
   std::vector<std::string> out;
   for (const auto& f : syscall_functions(host_arch(), syscall)) {
@@ -65,7 +79,7 @@ std::vector<std::string> present_functions(const KernelFuncs& kernel, const std:
 // Which programs load: the timer watchdog needs tp_btf programs, the scan
 // watchdog raw_tp + perf_event; the waits as trampolines or tracepoints.
 void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu, bool markers,
-                     bool trampolines, const KernelFuncs& kernel) {
+                     bool trampolines, bool adopt, const KernelFuncs& kernel) {
   const bool timer = mode == WatchdogMode::Timer;
   bpf_program* btf_progs[] = {skel->progs.jb_switch_btf, skel->progs.jb_wakeup_btf,
                               skel->progs.jb_wakeup_new_btf, skel->progs.jb_exit_btf,
@@ -79,6 +93,8 @@ void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu
   bpf_program__set_autoload(skel->progs.jb_waking_raw, !timer && offcpu);
   for (auto* p : raw_progs) bpf_program__set_autoload(p, !timer);
   bpf_program__set_autoload(skel->progs.jb_sample, stacks);
+  bpf_program__set_autoload(skel->progs.jb_adopt, adopt);
+  bpf_program__set_autoattach(skel->progs.jb_adopt, false);
   // Markers are attached one probe site at a time (attach_uprobe/usdt).
   for (auto* p : {skel->progs.jb_mark_begin, skel->progs.jb_mark_end, skel->progs.jb_usdt_begin,
                   skel->progs.jb_usdt_end}) {

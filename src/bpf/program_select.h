@@ -3,6 +3,7 @@
 // waits have tracepoints here. Detector::load and attach use them.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,17 @@ std::vector<TpWait> tracepoint_waits();
 std::vector<std::string> present_functions(const KernelFuncs& kernel, const std::string& syscall);
 
 // Sets autoload (and trampoline targets) on the skeleton's programs.
+// adopt: the task iterator that finds threads asleep inside a wait at
+// attach (bpf/adopt.bpf.h), run once by Detector::adopt_waiting().
 void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu, bool markers,
-                     bool trampolines, const KernelFuncs& kernel);
+                     bool trampolines, bool adopt, const KernelFuncs& kernel);
+
+// The syscall numbers of each event-loop wait, native and (x86_64) ia32,
+// for the BPF side's tables of a thread found inside one at attach:
+// index = number, value = 1 + enum jb_wait_id (0: no such wait).
+struct WaitNumbers {
+  uint8_t native[512] = {}, compat[512] = {};
+};
+WaitNumbers wait_numbers();
 
 }  // namespace jankbpf

@@ -46,6 +46,11 @@ uint32_t trace_setup_delay_ms() {
   return n;
 }
 
+bool hide_returns() {
+  static const bool on = env_number("JANKBPF_TEST_HIDE_RETURNS", 1) == 1;
+  return on;
+}
+
 bool no_runtime_read() {
   static const bool on = env_number("JANKBPF_TEST_NO_RUNTIME_READ", 1) == 1;
   return on;

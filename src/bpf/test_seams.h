@@ -14,6 +14,10 @@
 //   JANKBPF_TEST_TRACE_SETUP_DELAY_MS=N  the trace recorder's setup takes N
 //                                  ms longer, as on a machine where its RCU
 //                                  waits are slow
+//   JANKBPF_TEST_HIDE_RETURNS=1    with syscall tracepoints, threads asleep in
+//                                  a wait at attach are found as with
+//                                  trampolines and that wait's return is
+//                                  hidden, as a trampoline hides it
 #pragma once
 
 #include <cstdint>
@@ -25,5 +29,6 @@ bool one_ring();
 uint32_t reader_pause_ms();   // 0: not set
 bool no_runtime_read();
 uint32_t trace_setup_delay_ms();  // 0: not set
+bool hide_returns();
 
 }  // namespace jankbpf::test_seams

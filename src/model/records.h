@@ -113,6 +113,9 @@ struct TaskRecord {
   uint64_t task_seq = 0;      // per-thread task number
   bool seen_running = false;  // the crossing was detected while it ran
   bool unrecovered = false;   // ended by the thread's exit, not by a wait
+  // Began at the switch-in out of a wait the thread was asleep in when
+  // jankbpf attached, whose return no trampoline shows (bpf/adopt.bpf.h).
+  bool begin_at_switch_in = false;
   // Logs: stack tree file, trace. Paths of the files written for this task.
   std::vector<std::string> external_log;
   bool log_over_limit = false;

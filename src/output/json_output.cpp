@@ -58,6 +58,7 @@ std::string to_json_line(const TaskRecord& r) {
   j["delivery_ms"] = ms3(r.delivery_ms);
   j["wait_syscall"] = r.wait_syscall;
   j["boundary"] = boundary_name(r.boundary);
+  if (r.begin_at_switch_in) j["begin_at_switch_in"] = true;
   // Marker tasks always name what ran; others when a Python frame did.
   if (r.boundary == Boundary::Marker || !r.runnable_name.empty()) j["runnable_name"] = r.runnable_name;
   if (r.boundary == Boundary::Marker) {

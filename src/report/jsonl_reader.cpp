@@ -88,6 +88,7 @@ bool task_from_json(const std::string& line, TaskRecord* rec, std::string* error
   r.task_seq = get<uint64_t>(j, "task_seq", 0);
   r.seen_running = get<bool>(j, "seen_running", false);
   r.unrecovered = get<bool>(j, "unrecovered", false);
+  r.begin_at_switch_in = get<bool>(j, "begin_at_switch_in", false);
   r.external_log = strings(j, "external_log");
   r.log_over_limit = get<bool>(j, "log_over_limit", false);
   r.suppressed = parse_suppressed(get<std::string>(j, "suppressed", ""));
