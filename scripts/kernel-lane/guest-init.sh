@@ -255,6 +255,68 @@ scenario_waits() {
 	emit "$name" "$d"
 }
 
+# idle (issue 24): the first task after an attach to threads already idle
+# in their waits. jank_target once per event-loop wait and marker_loop (a
+# run_one/run_one%return marker pair) start first and idle in their waits
+# (--start-on-signal, a gap of an hour: one step per SIGUSR2). Then
+# LANE_IDLE_TRIALS times: jankbpf --pid (all of them) attaches, SIGUSR2
+# starts one 250 ms spin in each (0.4 s apart), jankbpf stops (SIGINT). Each trial's
+# records are section <name>-t<N>/records; the targets' truth is <name>.
+scenario_idle() {
+	local name=$1 wd=$2 d=/tmp/lane/$1 loops l n td pairs= p args= up=/lane/bin/marker_loop_uprobe
+	mkdir -p "$d"
+	if [ "$LANE_ARCH" = arm64 ]; then
+		loops="epoll_pwait epoll_pwait2 ppoll pselect"
+	else
+		loops="epoll_wait epoll_pwait epoll_pwait2 poll ppoll select pselect"
+	fi
+	watchdog_args "$wd"
+	for l in $loops; do
+		set -- --loop "$l"
+		[ "$l" = epoll_wait ] && set --
+		jank_target "$@" --start-on-signal --gap 3600000 --script "spin:250x$LANE_IDLE_TRIALS" \
+			> "$d/target-$l" 2>&1 &
+		pairs="$pairs $l:$!"
+	done
+	marker_loop_uprobe --start-on-signal --gap 3600000 \
+		$(seq "$LANE_IDLE_TRIALS" | sed 's/.*/slow:spin:250/') > "$d/target-marker_loop" 2>&1 &
+	pairs="$pairs marker_loop:$!"
+	for p in $pairs; do args="$args --pid ${p#*:}"; done
+	sleep 3.4 # past --ignore-startup-time 3 before their first task
+	n=1
+	while [ "$n" -le "$LANE_IDLE_TRIALS" ]; do
+		td=$d/t$n
+		mkdir -p "$td/logs"
+		say "IDLE $name $n $(now)"
+		if start_jankbpf "$td" --ignore-startup-time 3 --log-type 1 --log-dir "$td/logs" \
+			--marker "$up:run_one,$up:run_one%return" $args $WD_ARGS; then
+			[ "$n" = 1 ] && while_attached "$td"
+			# One at a time: eight spins at once on two CPUs would
+			# measure the scheduler's queueing, not the task's begin.
+			for p in $pairs; do
+				kill -USR2 "${p#*:}"
+				sleep 0.4
+			done
+			sleep 0.5 # the last one's record
+			wait_exit "$td" 60 INT
+		else
+			not_attached "$td" $?
+		fi
+		emit "$name-t$n" "$td"
+		n=$((n + 1))
+	done
+	# One more SIGUSR2: a target prints a task's line at the wakeup after
+	# it, then (its script done) exits.
+	for p in $pairs; do kill -USR2 "${p#*:}"; done
+	for p in $pairs; do
+		wait "${p#*:}"
+		echo $? > "$d/target-${p%%:*}.rc"
+	done
+	echo "done $(now)" > "$d/targets"
+	echo "exited rc=0" > "$d/exit"
+	emit "$name" "$d"
+}
+
 # tax: ns per getppid() in a process jankbpf never watches (it never waits),
 # without jankbpf and with it attached system-wide; A B A B A B A (three
 # attaches: the emulated machine's speed drifts by several percent within a

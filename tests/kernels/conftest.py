@@ -43,6 +43,7 @@ SCENARIOS = lane_mod.default_scenarios("x86", repeat())
 MAIN = [n for n, k, _ in SCENARIOS if k == "main"]
 MARKERS = [n for n, k, _ in SCENARIOS if k == "markers"]
 WAITS = [n for n, k, _ in SCENARIOS if k == "waits"]
+IDLE = [n for n, k, _ in SCENARIOS if k == "idle"]
 
 
 def _unavailable(why):

@@ -18,7 +18,7 @@ import re
 
 import pytest
 
-from conftest import MAIN, MARKERS, WAITS, lane_mod, repeat
+from conftest import IDLE, MAIN, MARKERS, WAITS, lane_mod, repeat
 
 DURATION_S = 24  # the markers scenarios' --duration (guest-init.sh)
 
@@ -451,6 +451,86 @@ def test_every_wait_bounds_tasks(boot, scenario, loop):
         problems.append(f"{len(janks)} janks for {len(long)} tasks over {THRESHOLD_MS} ms")
     assert not problems, "\n".join(problems) + \
         f"\nits janks: {[(brief(j), j['wait_syscall']) for j in janks]}" + run.diag()
+
+
+# --- threads idle in their waits at attach (issue 24) -----------------------------
+
+def idle_trials(boot, scenario):
+    """[(trial number, its records)] of an idle scenario: one jankbpf attach
+    each (sections <scenario>-t<N>/...)."""
+    out, n = [], 1
+    while f"{scenario}-t{n}/attach" in boot.sections:
+        recs = []
+        for line in boot.sections.get(f"{scenario}-t{n}/records", ("", 0))[0].splitlines():
+            try:
+                recs.append(json.loads(line))
+            except ValueError:
+                pass
+        out.append((n, recs, boot.sections[f"{scenario}-t{n}/attach"][0],
+                    boot.sections.get(f"{scenario}-t{n}/stderr", ("", 0))[0]))
+        n += 1
+    return out
+
+
+@pytest.mark.parametrize("loop", list(WAIT_LOOPS) + ["marker_loop"])
+@pytest.mark.parametrize("scenario", IDLE)
+def test_first_task_after_attach_to_a_thread_idle_in_its_wait(boot, scenario, loop):
+    """Each target idles in its wait when jankbpf attaches; the first task
+    after each attach (a 250 ms spin started by SIGUSR2) is a jank of that
+    wait, as long as the app's own clock says, with stacks, in every trial.
+    With trampolines the wait's return is never seen: the task begins at
+    the switch-in out of it (begin_at_switch_in); with tracepoints at the
+    return. marker_loop's first dispatch is a marker task of its own."""
+    if boot.arch == "arm64" and loop in NOT_ON_ARM64:
+        pytest.skip(f"arm64 has no {loop} syscall")
+    run = Run(boot, scenario)
+    out, rc = run.target(loop)
+    lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    (ready,) = [l for l in lines if l.get("ready")]
+    if loop == "marker_loop":
+        spins = [l for l in lines if l.get("cb") == "slow"]
+    else:
+        assert ready["wait"] == WAIT_LOOPS[loop], ready
+        spins = [l for l in lines if "task" in l and l["kind"] == "spin"]
+    trials = idle_trials(boot, scenario)
+    args = boot.sections.get(f"{scenario}-t1/args", ("", 0))[0]
+    trampolines = boot.arch == "x86" and "--hooks tracepoint" not in args
+    assert rc == 0, f"{loop} exited {rc}: {out[-500:]}" + run.diag()
+    assert trials and len(spins) == len(trials), (len(spins), len(trials), out[-800:])
+    problems = []
+    for (n, recs, attach, stderr), t in zip(trials, spins):
+        if "attached" not in attach:
+            problems.append(f"trial {n}: {attach} {stderr[-500:]}")
+            continue
+        run.records = recs
+        s = run.summary()
+        if not s or s["hooks"] != ("trampoline" if trampolines else "tracepoint"):
+            problems.append(f"trial {n}: hooks {s and s['hooks']}, want trampolines={trampolines}")
+            continue
+        j = jank_at(run, t["begin_ns"], t["end_ns"],
+                    "/marker_loop_uprobe" if loop == "marker_loop" else "/jank_target", ready["pid"])
+        app_ms = t["dur_ns"] / 1e6
+        if j is None:
+            problems.append(f"trial {n}: no jank for the first task {t['begin_ns']}..{t['end_ns']} "
+                            f"({app_ms:.1f} ms): {[brief(r) for r in recs if r.get('pid') == ready['pid']]}")
+            continue
+        ok = j.get("samples", 0) > 0 and \
+            ("run_one" if loop == "marker_loop" else "busy_until") in j.get("heaviest_stack", "")
+        if loop == "marker_loop":
+            # As in test_marker_tasks: the app's own times include the
+            # probes' traps (milliseconds under TCG), the marker task lies
+            # inside them.
+            ok = ok and j["boundary"] == "marker" and j.get("runnable_name") == "run_one" \
+                and 0.9 * 250 <= j["duration_ms"] <= app_ms + 5
+        else:
+            ok = ok and j["wait_syscall"] == WAIT_LOOPS[loop] \
+                and -SPAN_BELOW_MS <= j["duration_ms"] - app_ms <= SPAN_ABOVE_MS \
+                and j.get("begin_at_switch_in", False) is trampolines
+        if not ok:
+            problems.append(f"trial {n} ({app_ms:.1f} ms by the app): {brief(j)} "
+                            f"wait_syscall={j['wait_syscall']} begin_at_switch_in={j.get('begin_at_switch_in')}")
+    assert not problems, f"{len(trials) - len(problems)} of {len(trials)} trials reported\n" + \
+        "\n".join(problems) + run.diag()
 
 
 # --- markers --------------------------------------------------------------------
