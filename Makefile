@@ -154,8 +154,11 @@ endif
 unit-bin: $(OUTPUT)/jankbpf-unit
 apps: $(APPS)
 
+# As root in a private mount namespace with tracefs unmounted, each case
+# that needs tracefs alone in a fresh one: no case relies on what an
+# earlier one (or suite) set up (scripts/run-unit.sh).
 unit: $(OUTPUT)/jankbpf-unit
-	$(OUTPUT)/jankbpf-unit
+	scripts/run-unit.sh $(OUTPUT)/jankbpf-unit
 
 e2e: $(OUTPUT)/jankbpf $(APPS)
 	JANKBPF_BUILD=$(abspath $(OUTPUT)) /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/e2e
