@@ -84,13 +84,32 @@ def ms(ns):
     return ns / 1e6
 
 
-def close_to_app(kernel_ms, app_ms):
-    """The kernel's span of a task against the app's own clock reads around it.
+# How far the kernel's span of a task may be from the app's own clock reads
+# around it (fixed numbers, the same for every task length: nothing in the
+# difference grows with the task). What runs between the app's clock read
+# and the wait or probe that ends the task, or between the wait's return
+# and the app's first clock read, is in the kernel's span and not the
+# app's: a preemption there makes the span longer. The test targets run at
+# nice -20 or SCHED_FIFO, so such a preemption ends at the latest at the
+# preempting task's next scheduler tick, 4 ms at this kernel's HZ=250
+# (seen on CI: +2.8 ms, a GLib round). Shorter only where a probe begins
+# the task after the app's first clock read (marker tasks; seen: -1.27 ms).
+SPAN_OVER_MS = 4.0
+SPAN_UNDER_MS = 2.0
 
-    The kernel's span also holds what runs between the app's clock read and
-    the probe or wait that ends the task, so a preemption there makes it
-    longer; one between the app's first clock read and the probe or wait
-    return that begins the task makes it shorter (CI: 1.27 ms below, a
-    marker task whose process jankbpf's reader had just been woken for).
-    Allow 2 ms below, and above 2 ms or 2 %, whichever is larger."""
-    return -2.0 <= kernel_ms - app_ms <= max(2.0, 0.02 * app_ms)
+
+def close_to_app(kernel_ms, app_ms):
+    """The kernel's span of a task against the app's own: SPAN_UNDER_MS
+    below to SPAN_OVER_MS above."""
+    return -SPAN_UNDER_MS <= kernel_ms - app_ms <= SPAN_OVER_MS
+
+
+def need(ok, why):
+    """A test that cannot run here: a failure under CI (CI=true), where the
+    machine has what every test needs; elsewhere a skip that says why."""
+    import pytest
+    if ok:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"cannot run under CI: {why}")
+    pytest.skip(why)
