@@ -231,12 +231,12 @@ fuzz: fuzz-bin
 fuzz-smoke: fuzz-bin
 	scripts/fuzz.sh smoke $(FUZZ_TARGETS)
 
-# Not part of `make test`: it reports, it does not judge. scripts/bench.sh
-# installs the bench-only packages itself; unit-bin carries the stack
-# library's own [stack-bench] case.
+# Not part of `make test`. scripts/bench.sh installs the bench-only
+# packages itself, and the bench builds what it measures from this tree
+# (all apps unit-bin, fuzz-bin for the fuzzers: bench/jankbench/builds.py);
+# a full run refuses a tree with uncommitted changes.
 bench: deps
-	@$(MAKE) --no-print-directory all apps unit-bin fuzz-bin
-	JANKBPF_BUILD=$(abspath $(OUTPUT)) scripts/bench.sh
+	scripts/bench.sh
 
 vmlinux:
 	scripts/gen-vmlinux.sh $(ARCH)
