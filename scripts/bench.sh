@@ -72,8 +72,8 @@ for p in "${bench_pkgs[@]}"; do
 done
 if [[ ${#missing[@]} -gt 0 ]]; then
   echo "bench: installing ${missing[*]}" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  if ! { apt-get update -q && apt-get install -y -q --no-install-recommends "${missing[@]}"; }; then
+  . scripts/apt-install.sh  # waits for another apt or dpkg run instead of failing
+  if ! apt_install "${missing[@]}"; then
     echo "bench: FAILED: could not install ${missing[*]}" >&2
     exit 1
   fi
