@@ -325,8 +325,9 @@ def test_tasks_either_side_of_the_threshold(tick):
     assert summary["tasks_checked"] >= 55, summary
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_signal_detaches_and_leaves_nothing_in_kernel(sig):
+    # SIGHUP reopens --output; without --output (here) it stops as SIGTERM does.
     jb = Jankbpf("--ignore-startup-time", IGNORE)
     # This jankbpf's own programs and links (another jankbpf may run meanwhile).
     progs, links = held_bpf_ids(jb.proc.pid)
