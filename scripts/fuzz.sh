@@ -152,6 +152,8 @@ run_target() {
   crashes_total=$((crashes_total + crashes))
   rows+=("| $t | ${execs:-0} | ${rate:-0} | $crashes | $files files, ${bytes} KB |")
   if [[ -n ${FUZZ_JSON:-} ]]; then
+    # libFuzzer's rate is per whole second of its run: 0 for a run under one.
+    [[ ${rate:-0} -gt 0 ]] || rate=$(awk "BEGIN { s = $t1 - $t0; print (s > 0 ? int(${execs:-0} / s) : 0) }")
     printf '{"target":"%s","executions":%d,"exec_per_s":%d,"seconds":%.1f,"crashes":%d,"rc":%d,"corpus_files":%d,"corpus_kb":%d}\n' \
       "$t" "${execs:-0}" "${rate:-0}" "$(awk "BEGIN { print $t1 - $t0 }")" "$crashes" "$rc" "$files" "$bytes" >> "$FUZZ_JSON"
   fi
