@@ -72,7 +72,7 @@ def preflight(only: str, skip: str, tree: dict) -> str | None:
     return None
 
 
-def build_record(names: list[str]) -> dict:
+def build_record(names: list[str], tree: dict) -> dict:
     """Builds what the scenarios run from this tree, then what identifies
     the jankbpf that will be measured (Fatal when it is not this tree's)."""
     if os.path.realpath(config.BUILD) != os.path.realpath(os.path.join(config.ROOT, "build")):
@@ -80,10 +80,12 @@ def build_record(names: list[str]) -> dict:
                     f"({os.path.join(config.ROOT, 'build')}), which it builds itself")
     say(f"building from the tree: make {' '.join(builds.make_goals(names))}")
     try:
-        builds.build(names, os.path.join(config.BENCHBIN, "build.log"))
+        builds.build(names, os.path.join(config.BENCHBIN, "build.log"), tree["describe"])
     except RuntimeError as e:
         raise Fatal(str(e)) from e
     version = subprocess.run([config.JANKBPF, "--version"], capture_output=True, text=True).stdout.strip()
+    if version != f"jankbpf {tree['describe']}":
+        raise Fatal(f"{config.JANKBPF} says {version!r} after the build, not the tree's {tree['describe']}")
     return {"jankbpf_version": version, **{k: v for k, v in builds.binary(config.JANKBPF).items() if k != "path"}}
 
 
@@ -101,7 +103,7 @@ def check_binaries(names: list[str]) -> None:
 def measure(names: list[str], out_dir: str, command: str, tree: dict) -> tuple[list[str], str | None]:
     """Builds, then runs and stores each scenario; (the ones stored, why the bench broke)."""
     try:
-        build = build_record(names)
+        build = build_record(names, tree)
         check_binaries(names)
     except Fatal as e:
         return [], str(e)

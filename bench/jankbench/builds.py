@@ -135,14 +135,16 @@ def make_goals(names: list[str]) -> list[str]:
     return goals
 
 
-def build(names: list[str], log_path: str) -> None:
+def build(names: list[str], log_path: str, describe: str) -> None:
     """Builds what the scenarios run from this tree (make: only what
-    changed). Raises RuntimeError with the log's tail when make fails."""
+    changed), its --version the tree's `describe` (dirty only for changes
+    to code, not for the bench's own outputs). Raises RuntimeError with the
+    log's tail when make fails."""
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     jobs = f"-j{min(os.cpu_count() or 1, 2)}"
     with open(log_path, "w") as log:
-        rc = subprocess.run(["make", "--no-print-directory", jobs, "-C", config.ROOT, *make_goals(names)],
-                            stdout=log, stderr=subprocess.STDOUT).returncode
+        rc = subprocess.run(["make", "--no-print-directory", jobs, "-C", config.ROOT, f"VERSION={describe}",
+                             *make_goals(names)], stdout=log, stderr=subprocess.STDOUT).returncode
     if rc != 0:
         tail = "".join(open(log_path, errors="replace").readlines()[-20:])
         raise RuntimeError(f"make {' '.join(make_goals(names))} failed (exit {rc}; {log_path}):\n{tail}")
