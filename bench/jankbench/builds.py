@@ -166,7 +166,7 @@ def stale_reason(prov: dict, paths, git) -> str | None:
         return f"it was measured on {commit[:7]}, which is not in this checkout's history"
     later = git.commits_since(commit, paths)
     if later:
-        return (f"{len(later)} later commit{'s' if len(later) > 1 else ''} change {', '.join(paths)} "
+        return (f"{len(later)} later {'commits change' if len(later) > 1 else 'commit changes'} {', '.join(paths)} "
                 f"(newest: {later[0]})")
     measured = (prov.get("build") or {}).get("jankbpf_version") or (prov.get("machine") or {}).get("jankbpf")
     if measured and version_commit(measured) and not commit.startswith(version_commit(measured)):
