@@ -15,9 +15,10 @@
 #      it measured: commit, uncommitted changes, jankbpf's version, build-id
 #      and hash) in bench/results/<scenario>.json, and renders
 #      bench/RESULTS.md from every stored result:
-#        startup accuracy throughput tax hooks footprint stacks python node
+#        startup accuracy throughput tax hooks footprint stacks python v8 node
 #        lane_tax   the tax on Debian 12's 6.1 kernel under qemu (~2 min)
-#        fuzz       every libFuzzer target, FUZZ_BENCH_RUNS executions (hours)
+#        fuzz       every libFuzzer target of the Makefile, FUZZ_BENCH_RUNS
+#                   executions each, one after the other (hours)
 #        soak       20 processes, 10 janks a second, SOAK_MINUTES (30)
 #
 #   BENCH_ONLY=tax,hooks  measure only these scenarios; the others keep what
@@ -36,8 +37,9 @@
 #
 # Fails (non-zero) if a tool cannot be installed or fails to attach, the
 # build fails, a fuzz target crashes or misses its executions, or the soak
-# misses a goal; exit 2: a bad selection, or a full run of a dirty tree. Leaves nothing behind: the
-# bench's processes are stopped, kernel.bpf_stats_enabled is restored, the
+# misses a goal (in a smoke run only errors fail); exit 2: a bad selection,
+# or a full run of a dirty tree. Leaves nothing behind: the bench's
+# processes are stopped, kernel.bpf_stats_enabled is restored, the
 # temporary headers tree is removed.
 set -euo pipefail
 
