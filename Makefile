@@ -154,8 +154,11 @@ endif
 unit-bin: $(OUTPUT)/jankbpf-unit
 apps: $(APPS)
 
+# As root in a private mount namespace with tracefs unmounted, each case
+# that needs tracefs alone in a fresh one: no case relies on what an
+# earlier one (or suite) set up (scripts/run-unit.sh).
 unit: $(OUTPUT)/jankbpf-unit
-	$(OUTPUT)/jankbpf-unit
+	scripts/run-unit.sh $(OUTPUT)/jankbpf-unit
 
 e2e: $(OUTPUT)/jankbpf $(APPS)
 	JANKBPF_BUILD=$(abspath $(OUTPUT)) /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/e2e
@@ -228,12 +231,12 @@ fuzz: fuzz-bin
 fuzz-smoke: fuzz-bin
 	scripts/fuzz.sh smoke $(FUZZ_TARGETS)
 
-# Not part of `make test`: it reports, it does not judge. scripts/bench.sh
-# installs the bench-only packages itself; unit-bin carries the stack
-# library's own [stack-bench] case.
+# Not part of `make test`. scripts/bench.sh installs the bench-only
+# packages itself, and the bench builds what it measures from this tree
+# (all apps unit-bin, fuzz-bin for the fuzzers: bench/jankbench/builds.py);
+# a full run refuses a tree with uncommitted changes.
 bench: deps
-	@$(MAKE) --no-print-directory all apps unit-bin fuzz-bin
-	JANKBPF_BUILD=$(abspath $(OUTPUT)) scripts/bench.sh
+	scripts/bench.sh
 
 vmlinux:
 	scripts/gen-vmlinux.sh $(ARCH)

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
-# jankbpf benchmarks (issue 5): `sudo make bench` builds jankbpf and the test
-# apps, then runs this. It
+# jankbpf benchmarks (issue 5): `sudo make bench` runs this. It
+#   0. asks bench/jankbench whether the selection is valid and the tree may
+#      be measured: a full run (no BENCH_ONLY/BENCH_SKIP, not BENCH_QUICK)
+#      measures one commit, so it refuses a tree with uncommitted changes
+#      (the bench's own outputs, bench/results/ and RESULTS.md, aside);
 #   1. installs the bench-only Debian packages that are missing (a step of
 #      its own, so `make test` stays lean): redis-server, redis-tools,
 #      bpftrace, bpfcc-tools + python3-bpfcc, and kernel headers for BCC;
 #   2. builds the bench programs (bench/*.c) into build/bench/;
-#   3. runs bench/jankbench (`python3 -m jankbench`), which measures the
-#      selected scenarios in this order, stores each one's data with its
-#      provenance in bench/results/<scenario>.json, and renders
+#   3. runs bench/jankbench (`python3 -m jankbench`), which builds jankbpf,
+#      the test apps, the unit binary (and the fuzzers when they are
+#      selected) from this tree with make, measures the selected scenarios
+#      in this order, stores each one's data with its provenance (the build
+#      it measured: commit, uncommitted changes, jankbpf's version, build-id
+#      and hash) in bench/results/<scenario>.json, and renders
 #      bench/RESULTS.md from every stored result:
-#        startup accuracy throughput tax hooks footprint stacks python node
+#        startup accuracy throughput tax hooks footprint stacks python v8 node
 #        lane_tax   the tax on Debian 12's 6.1 kernel under qemu (~2 min)
-#        fuzz       every libFuzzer target, FUZZ_BENCH_RUNS executions (hours)
+#        fuzz       every libFuzzer target of the Makefile, FUZZ_BENCH_RUNS
+#                   executions each, one after the other (hours)
 #        soak       20 processes, 10 janks a second, SOAK_MINUTES (30)
 #
 #   BENCH_ONLY=tax,hooks  measure only these scenarios; the others keep what
@@ -28,19 +35,29 @@
 # `python3 -m jankbench --render` (from bench/, no root) renders what is
 # stored without measuring anything.
 #
-# Fails (non-zero) if a tool cannot be installed or fails to attach, a fuzz
-# target crashes, or the soak misses a goal. Leaves nothing behind: the
-# bench's processes are stopped, kernel.bpf_stats_enabled is restored, the
+# Fails (non-zero) if a tool cannot be installed or fails to attach, the
+# build fails, a fuzz target crashes or misses its executions, or the soak
+# misses a goal (in a smoke run only errors fail); exit 2: a bad selection,
+# or a full run of a dirty tree. Leaves nothing behind: the bench's
+# processes are stopped, kernel.bpf_stats_enabled is restored, the
 # temporary headers tree is removed.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-BUILD=${JANKBPF_BUILD:-build}
+# The build of this tree, which the bench (re)builds itself.
+BUILD=build
+if [[ -n ${JANKBPF_BUILD:-} && $(realpath -m "$JANKBPF_BUILD") != $(realpath -m build) ]]; then
+  echo "bench: JANKBPF_BUILD=$JANKBPF_BUILD: the bench measures the build of the tree it runs in (build/), which it builds" >&2
+  exit 2
+fi
 
 if [[ $(id -u) -ne 0 ]]; then
   echo "bench: needs root (sudo make bench)" >&2
   exit 1
 fi
+
+# --- 0. may this tree be measured, is the selection valid? ---------------------
+(cd bench && /usr/bin/python3 -m jankbench --check) || exit $?
 
 # --- 1. bench-only packages ---------------------------------------------------
 bench_pkgs=(redis-server redis-tools bpftrace bpfcc-tools python3-bpfcc bpftool gcc)
@@ -57,8 +74,8 @@ for p in "${bench_pkgs[@]}"; do
 done
 if [[ ${#missing[@]} -gt 0 ]]; then
   echo "bench: installing ${missing[*]}" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  if ! { apt-get update -q && apt-get install -y -q --no-install-recommends "${missing[@]}"; }; then
+  . scripts/apt-install.sh  # waits for another apt or dpkg run instead of failing
+  if ! apt_install "${missing[@]}"; then
     echo "bench: FAILED: could not install ${missing[*]}" >&2
     exit 1
   fi

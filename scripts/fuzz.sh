@@ -17,6 +17,11 @@
 #
 #   FUZZ_BUILD=DIR   where the targets are (build/fuzz)
 #   FUZZ_TABLE=FILE  also write the table there
+#   FUZZ_JSON=FILE   and one JSON line per target there: target, executions,
+#                    exec_per_s, seconds (wall), crashes, rc, corpus_files,
+#                    corpus_kb (the bench's fuzz scenario stores them)
+#
+# Without TARGETs: every target in the Makefile's FUZZ_TARGETS.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -24,8 +29,11 @@ mode=${1:-smoke}
 shift || true
 out=${FUZZ_BUILD:-build/fuzz}
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_maps fuzz_perf_map fuzz_perf_sample fuzz_config fuzz_elf_notes
-                                        fuzz_marker_spec fuzz_stack_tree fuzz_json_sink fuzz_python_frames)
+if [[ ${#targets[@]} -eq 0 ]]; then
+  # The Makefile's FUZZ_TARGETS, its continuation lines joined.
+  read -r -a targets < <(sed -e ':a' -e '/\\$/N; s/\\\n//; ta' Makefile | sed -n 's/^FUZZ_TARGETS := //p')
+  [[ ${#targets[@]} -gt 0 ]] || { echo "fuzz: no FUZZ_TARGETS in the Makefile" >&2; exit 2; }
+fi
 
 # -max_len by input kind: a maps or perf-map text of a few hundred lines,
 # one perf record (header size is 16 bits), a config file, a small ELF.
@@ -39,6 +47,8 @@ max_len() {
     fuzz_stack_tree|fuzz_json_sink) echo 4096 ;;
     fuzz_python_frames) echo 16384 ;;  # a few thread states, frames, code objects
     fuzz_kernel_funcs) echo 32768 ;;  # a BTF blob of a few hundred types
+    fuzz_v8_frames) echo 32768 ;;     # a 16 KB stack copy, then the heap it points into
+    *) echo "fuzz: no -max_len for $1 (scripts/fuzz.sh max_len)" >&2; echo 4096 ;;
   esac
 }
 
@@ -118,10 +128,13 @@ run_target() {
     *) echo "fuzz: unknown mode '$mode' (smoke, run, bench)" >&2; exit 2 ;;
   esac
   mkdir -p "$corpus"
+  local t0 t1
+  t0=$(date +%s.%N)
   if [[ $rc -eq 0 ]]; then
     # New inputs go to the first folder; the checked-in seeds stay as they are.
     "$bin" "${args[@]}" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
   fi
+  t1=$(date +%s.%N)
   local execs rate files bytes crashes
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" 2>/dev/null | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" 2>/dev/null | tail -1)
@@ -138,9 +151,16 @@ run_target() {
   fi
   crashes_total=$((crashes_total + crashes))
   rows+=("| $t | ${execs:-0} | ${rate:-0} | $crashes | $files files, ${bytes} KB |")
+  if [[ -n ${FUZZ_JSON:-} ]]; then
+    # libFuzzer's rate is per whole second of its run: 0 for a run under one.
+    [[ ${rate:-0} -gt 0 ]] || rate=$(awk "BEGIN { s = $t1 - $t0; print (s > 0 ? int(${execs:-0} / s) : 0) }")
+    printf '{"target":"%s","executions":%d,"exec_per_s":%d,"seconds":%.1f,"crashes":%d,"rc":%d,"corpus_files":%d,"corpus_kb":%d}\n' \
+      "$t" "${execs:-0}" "${rate:-0}" "$(awk "BEGIN { print $t1 - $t0 }")" "$crashes" "$rc" "$files" "$bytes" >> "$FUZZ_JSON"
+  fi
 }
 
 mkdir -p "$out"
+[[ -z ${FUZZ_JSON:-} ]] || : > "$FUZZ_JSON"
 gen_big
 for t in "${targets[@]}"; do run_target "$t"; done
 

@@ -41,11 +41,24 @@ def _run_kind(p: dict) -> str:
     return "BENCH_QUICK=1 smoke run" if p.get("quick") else "full run"
 
 
-def measured_line(entry: dict) -> str:
+def _build(p: dict) -> str:
+    """The measured build as the Runs table and measured lines name it."""
+    b = p.get("build") or {}
+    text = f"`{p.get('describe') or p.get('commit')}`"
+    if b.get("build_id"):
+        text += f" (jankbpf build-id {b['build_id'][:12]})"
+    elif (p.get("machine") or {}).get("jankbpf") and not p.get("how"):
+        text += f" ({p['machine']['jankbpf']}; the binary was not recorded)"
+    return text
+
+
+def measured_line(entry: dict, stale: str | None = None) -> str:
     p = entry.get("provenance", {})
     parts = [f"Measured {p.get('date', '?')}"]
     if (p.get("describe") or p.get("commit")) and not p.get("how"):
-        parts.append(f"on `{p.get('describe') or p.get('commit')}`")
+        parts.append(f"on {_build(p)}")
+    elif p.get("commit"):
+        parts.append(f"at `{p['commit']}`")
     parts.append(f"({_run_kind(p)})")
     if p.get("how"):
         parts.append(p["how"])
@@ -59,33 +72,43 @@ def measured_line(entry: dict) -> str:
         line += f"; load average {p['load'][0]} → {p['load'][1]}"
     if "markdown" in entry:
         line += "; stored text, kept until a run replaces it"
-    return f"_{line}._"
+    line = f"_{line}._"
+    if stale:
+        line += f" **Stale**: {stale}; its figures are of that build, and its goals are not judged."
+    return line
 
 
-def runs_table(results: dict) -> list[list[str]]:
+def runs_table(results: dict, stale) -> list[list[str]]:
     groups: dict[tuple, list[str]] = {}
     for name, _, _ in SECTIONS:
         e = results.get(name)
         if not e:
             continue
         p = e.get("provenance", {})
-        key = (p.get("date", "?")[:10], p.get("describe") or p.get("commit") or "—", _run_kind(p),
-               p.get("how") or f"`{p.get('command', '?')}`", _machine(p.get("machine") or {}))
-        groups.setdefault(key, []).append(name)
+        key = (p.get("date", "?")[:10], _build(p) if p.get("describe") or p.get("commit") else "—",
+               _run_kind(p), p.get("how") or f"`{p.get('command', '?')}`", _machine(p.get("machine") or {}))
+        groups.setdefault(key, []).append(name + (" (stale)" if stale(name, e) else ""))
     return [[*k[:4], ", ".join(v), k[4] or "—"] for k, v in sorted(groups.items())]
 
 
-def document(results: dict, title_note: str = "") -> tuple[Doc, list[dict]]:
+def document(results: dict, title_note: str = "", stale=None) -> tuple[Doc, list[dict]]:
+    stale = stale or goals_mod.checkout_staleness()
     doc = Doc()
     doc.h("jankbpf benchmark results", 1)
     doc.p("Rendered by `bench/jankbench` from the stored results in `bench/results/` (one JSON file per "
-          "scenario, with when, on which commit and how it was measured). `sudo make bench` measures "
-          "everything; `sudo make bench BENCH_ONLY=tax,hooks` measures some scenarios again and renders "
-          "everything; `BENCH_QUICK=1` is a smoke run, stored apart (build/bench/). Each section says when "
-          "and on which commit it was measured." + (" " + title_note if title_note else ""))
+          "scenario, with when, on which build and how it was measured). `sudo make bench` builds jankbpf "
+          "from the tree and measures everything on one commit (it refuses a tree with uncommitted changes); "
+          "`sudo make bench BENCH_ONLY=tax,hooks` measures some scenarios again and renders everything; "
+          "`BENCH_QUICK=1` is a smoke run, stored apart (build/bench/). Each section says when and on which "
+          "build it was measured; a section whose build is older than the code it measures (a later commit "
+          "changes src/, bpf/ or include/; tests/fuzz/ for the fuzzers) is **stale**: its figures stay, its "
+          "goals are not judged. A verdict is met only when every part of the goal's bound holds; **error** "
+          "is data that says it is not healthy, or a judge that failed on it."
+          + (" " + title_note if title_note else ""))
     doc.h("Runs", term=False)
-    doc.table(["measured (UTC)", "commit", "run", "how", "sections", "machine"], runs_table(results), term=False)
-    rows = goals_mod.evaluate(results)
+    doc.table(["measured (UTC)", "build", "run", "how", "sections", "machine"], runs_table(results, stale),
+              term=False)
+    rows = goals_mod.evaluate(results, stale=stale)
     doc.h("Goals")
     doc.table(["goal", "issue", "measured", "verdict"],
               [[r["goal"], r["issue"], r["figure"], r["verdict"]] for r in rows], term=False)
@@ -97,7 +120,7 @@ def document(results: dict, title_note: str = "") -> tuple[Doc, list[dict]]:
             continue
         frag = "markdown" in e
         doc.h(e.get("title") or title)
-        doc.p(measured_line(e), term=True)
+        doc.p(measured_line(e, stale(name, e)), term=True)
         if frag:
             doc.md(e["markdown"], note="(stored text: see RESULTS.md)")
         else:
@@ -111,7 +134,9 @@ def document(results: dict, title_note: str = "") -> tuple[Doc, list[dict]]:
     return doc, rows
 
 
-def render(results: dict, title_note: str = "") -> tuple[str, str, list[dict]]:
-    """(RESULTS.md text, terminal text, goal rows)."""
-    doc, rows = document(results, title_note)
+def render(results: dict, title_note: str = "", stale=None) -> tuple[str, str, list[dict]]:
+    """(RESULTS.md text, terminal text, goal rows). `stale(name, entry)`:
+    why a stored entry no longer measures the checkout's code, or None
+    (default: this git checkout's answer)."""
+    doc, rows = document(results, title_note, stale)
     return markdown(doc), terminal(doc), rows

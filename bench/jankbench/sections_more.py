@@ -127,16 +127,18 @@ def soak(doc, d):
 
 
 def fuzz(doc, d):
-    doc.p(f"Each libFuzzer target (tests/fuzz/, ASan+UBSan, clang {d['clang']}) run for {d['runs']:,} "
-          "executions from its seeds and the corpus kept in build/fuzz/corpus/, after one pass over the "
-          f"generated large inputs; {d['cpus']} CPUs shared with the rest of the bench host. "
-          f"scripts/fuzz.sh exit status {d['rc']}.")
-    if not d["rows"]:
-        doc.p("(no table: scripts/fuzz.sh failed before running)", term=True)
+    doc.p(f"Each libFuzzer target of the Makefile (tests/fuzz/, ASan+UBSan, clang {d['clang']}, built from the "
+          f"measured tree by `make fuzz-bin`) run for {d['runs']:,} executions, one target at a time, from its "
+          "seeds and the corpus kept in build/fuzz/corpus/, after one pass over the generated large inputs; "
+          f"{d['cpus']} CPUs shared with the rest of the bench host. scripts/fuzz.sh exit status {d['rc']}. "
+          "build-id: the GNU build-id of the binary that ran.")
+    if not d["targets"]:
+        doc.p("(no rows: scripts/fuzz.sh failed before running a target)", term=True)
         return
-    doc.table(["target", "executions", "exec/s", "crashes", "corpus"],
-              [[r["target"], r["executions"], r["exec_per_s"], r["crashes"], r["corpus"]] for r in d["rows"]],
-              align="lrrrl")
+    doc.table(["target", "executions", "seconds", "exec/s", "crashes", "exit", "corpus", "build-id"],
+              [[r["target"], f"{r['executions']:,}", f"{r['seconds']:,.0f}", f"{r['exec_per_s']:,}", r["crashes"],
+                r["rc"], f"{r['corpus_files']} files, {r['corpus_kb']} KB", r.get("build_id", "")[:16] or "—"]
+               for r in d["targets"]], align="lrrrrrll")
 
 
 NOTES = [

@@ -1,7 +1,8 @@
 """Stored results: bench/results/<scenario>.json, one per scenario, each
 {"scenario", "provenance", and either "data" (what the scenario returned)
 or "markdown" (a section measured by hand, kept as text until a run
-replaces it; its goal rows then come from "goal_rows")}.
+replaces it: text only, its goals are "not measured")}. The provenance
+says when, how and on which build (builds.py) it was measured.
 
 Quick runs (BENCH_QUICK=1) are smoke runs: they are stored under
 build/bench/results-quick/ and laid over the committed results when
@@ -12,27 +13,11 @@ import glob
 import json
 import math
 import os
-import subprocess
-
-from . import config
 
 
-def git(*args) -> str:
-    try:
-        return subprocess.run(["git", "-C", config.ROOT, *args], capture_output=True,
-                              text=True).stdout.strip() or "?"
-    except OSError:
-        return "?"
-
-
-def tree() -> dict:
-    """The checkout a run measures, read once when it starts."""
-    return {"commit": git("rev-parse", "--short", "HEAD"), "describe": git("describe", "--always", "--dirty")}
-
-
-def provenance(date: str, tree_: dict, machine: dict, quick: bool, command: str,
+def provenance(date: str, tree_: dict, build: dict, machine: dict, quick: bool, command: str,
                load: tuple[str, str], seconds: float) -> dict:
-    return {"date": date, **tree_, "quick": quick, "command": command, "machine": machine,
+    return {"date": date, **tree_, "build": build, "quick": quick, "command": command, "machine": machine,
             "load": list(load), "seconds": round(seconds, 1)}
 
 

@@ -106,6 +106,10 @@ std::unique_ptr<Detector> Detector::start(const DetectorConfig& cfg, RecordHandl
   const KernelFuncs kernel = KernelFuncs::load();
   const uint64_t t1 = monotonic_ns();
   const bool trampolines = probe_trampolines(cfg, kernel, features);
+  if (!trampolines && cfg.hooks == HookKind::Trampoline) {
+    *error = forced_trampolines_error(*features);
+    return nullptr;
+  }
   d->probe_tick_rate(features);
   const uint64_t t2 = monotonic_ns();
   if (!d->load_best(cfg, trampolines, kernel, features, error)) return nullptr;
@@ -127,7 +131,22 @@ bool Detector::probe(const DetectorConfig& cfg, FeatureSet* features, std::strin
   Detector d;
   const KernelFuncs kernel = KernelFuncs::load();
   d.probe_tick_rate(features);
-  return d.load_best(cfg, probe_trampolines(cfg, kernel, features), kernel, features, error);
+  const bool trampolines = probe_trampolines(cfg, kernel, features);
+  if (!trampolines && cfg.hooks == HookKind::Trampoline) {
+    *error = forced_trampolines_error(*features);
+    return false;
+  }
+  return d.load_best(cfg, trampolines, kernel, features, error);
+}
+
+// --hooks trampoline where the probe found none: what is missing and what
+// to ask for instead, rather than the load's bare EPERM.
+std::string Detector::forced_trampolines_error(const FeatureSet& features) {
+  const Feature* f = features.find("trampolines");
+  return "--hooks trampoline: this kernel cannot attach BPF trampolines (fentry/fexit)" +
+         (f && !f->detail.empty() ? " (" + f->detail + ")" : std::string()) +
+         "; --hooks tracepoint hooks the waits with syscall tracepoints, and --hooks auto (the default) "
+         "takes the trampolines where the kernel has them";
 }
 
 // Whether to hook the waits with trampolines: by attaching one to the
@@ -141,7 +160,7 @@ bool Detector::probe_trampolines(const DetectorConfig& cfg, const KernelFuncs& k
   if (!ok) detail = "disabled by JANKBPF_DISABLE";
   else ok = probe::trampoline(kernel, syscall_functions(host_arch(), "ppoll")[0], &detail);
   features->set("trampolines", ok, detail, ok ? "" : "syscall tracepoints");
-  return ok || cfg.hooks == HookKind::Trampoline;
+  return ok;
 }
 
 // The tick rate lets a short task end without a clock read; unknown, every

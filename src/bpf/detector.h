@@ -126,6 +126,7 @@ class Detector {
   bool load_best(const DetectorConfig& cfg, bool trampolines, const KernelFuncs& kernel, FeatureSet* features,
                  std::string* error);
   static bool probe_trampolines(const DetectorConfig& cfg, const KernelFuncs& kernel, FeatureSet* features);
+  static std::string forced_trampolines_error(const FeatureSet& features);
   void probe_tick_rate(FeatureSet* features);
   bool attach(std::string* error);
   bool attach_scan_tick(std::string* error);

@@ -84,13 +84,30 @@ def ms(ns):
     return ns / 1e6
 
 
-def close_to_app(kernel_ms, app_ms):
-    """The kernel's span of a task against the app's own clock reads around it.
+# How far the kernel's span of a task may be from the app's own clock reads
+# around it: one fixed number, the same for every task length (nothing in
+# the difference grows with the task). What runs between the app's clock
+# read and the wait or probe that bounds the task is in one span and not
+# the other: a preemption there makes the kernel's span longer (after the
+# app's last read, or between a wait's return and the app's first read) or
+# shorter (a probe that begins a marker task after the app's first read).
+# The targets run at nice -20 or SCHED_FIFO, so such a preemption ends at
+# the preempting task's next scheduler tick: 4 ms at this kernel's HZ=250.
+# Seen: +2.8 ms (a GLib round, CI), -1.27 ms (a marker task, CI).
+SPAN_MS = 4.0
 
-    The kernel's span also holds what runs between the app's clock read and
-    the probe or wait that ends the task, so a preemption there makes it
-    longer; one between the app's first clock read and the probe or wait
-    return that begins the task makes it shorter (CI: 1.27 ms below, a
-    marker task whose process jankbpf's reader had just been woken for).
-    Allow 2 ms below, and above 2 ms or 2 %, whichever is larger."""
-    return -2.0 <= kernel_ms - app_ms <= max(2.0, 0.02 * app_ms)
+
+def close_to_app(kernel_ms, app_ms):
+    """The kernel's span of a task against the app's own: within SPAN_MS."""
+    return abs(kernel_ms - app_ms) <= SPAN_MS
+
+
+def need(ok, why):
+    """A test that cannot run here: a failure under CI (CI=true), where the
+    machine has what every test needs; elsewhere a skip that says why."""
+    import pytest
+    if ok:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"cannot run under CI: {why}")
+    pytest.skip(why)

@@ -57,8 +57,10 @@ def assert_states_match(task, j):
     the task spends its off-CPU time in the state its kind is built for."""
     parts = j["state_ms"]
     # The app reads its clocks a few µs after the wait returns and before the
-    # next one; on a loaded machine it can lose its CPU in between.
-    tol = 3.0 + 0.02 * j["duration_ms"]
+    # next one; on a loaded machine it can lose its CPU in between (3 ms),
+    # and time stolen from the VM or spent in interrupts grows with the task
+    # (2 % of the app's own length, not of the record's under test).
+    tol = 3.0 + 0.02 * task["dur_ns"] / 1e6
     if "cpu_ns" in task:
         cpu, delay = task["cpu_ns"] / 1e6, task["run_delay_ns"] / 1e6
         # What the thread's CPU clock and run delay leave unexplained: off
@@ -323,8 +325,9 @@ def test_tasks_either_side_of_the_threshold(tick):
     assert summary["tasks_checked"] >= 55, summary
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_signal_detaches_and_leaves_nothing_in_kernel(sig):
+    # SIGHUP reopens --output; without --output (here) it stops as SIGTERM does.
     jb = Jankbpf("--ignore-startup-time", IGNORE)
     # This jankbpf's own programs and links (another jankbpf may run meanwhile).
     progs, links = held_bpf_ids(jb.proc.pid)

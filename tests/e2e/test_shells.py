@@ -14,9 +14,7 @@ import shutil
 import signal
 import time
 
-import pytest
-
-from harness import Jankbpf
+from harness import Jankbpf, need
 
 BASH = shutil.which("bash")
 
@@ -56,8 +54,8 @@ class Pty:
         os.close(self.fd)
 
 
-@pytest.mark.skipif(BASH is None, reason="needs bash for an interactive shell")
 def test_shell_waiting_for_its_foreground_job_is_idle_but_its_own_work_is_a_jank(tmp_path):
+    need(BASH is not None, "needs bash for an interactive shell")
     # bash under a name of its own (comm comes from the exec'd path), so
     # only this shell is watched.
     comm = "jb-test-shell"

@@ -21,6 +21,13 @@ def need_tool(name, package):
     pytest.skip(why)
 
 
+def cannot_run(why):
+    """A test that cannot run: a failure under CI, a skip saying why elsewhere."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"cannot run under CI: {why}")
+    pytest.skip(why)
+
+
 def need_root():
     if os.geteuid() != 0:
         why = "needs root (dpkg -i)"

@@ -6,9 +6,7 @@ import os
 import re
 import subprocess
 
-import pytest
-
-from conftest import BUILD, ROOT, need_tool
+from conftest import BUILD, ROOT, cannot_run, need_tool
 
 UNIT = os.path.join(ROOT, "debian", "jankbpf.service")
 MAX_EXPOSURE = 4.0
@@ -19,7 +17,7 @@ def unit_for_this_build(tmp_path):
     that the command exists and is executable."""
     binary = os.path.join(BUILD, "jankbpf")
     if not os.access(binary, os.X_OK):
-        pytest.skip(f"{binary} is not built")
+        cannot_run(f"{binary} is not built (make)")
     text = open(UNIT).read()
     assert "ExecStart=/usr/sbin/jankbpf " in text
     path = tmp_path / "jankbpf.service"

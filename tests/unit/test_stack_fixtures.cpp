@@ -26,6 +26,7 @@
 #include "stack/maps.h"
 #include "stack/resolver.h"
 #include "stack/tree.h"
+#include "skip.h"
 
 using namespace jankbpf;
 using namespace jankbpf::stack;
@@ -383,7 +384,7 @@ TEST_CASE("damaged ELF files give partial stacks, no crash", "[stack][corrupt]")
 }
 
 TEST_CASE("x86_64 self-capture replayed offline: inlined frames, lines, complete stack", "[stack][x86]") {
-  if (host_arch().arch != Arch::X86_64) return;
+  SKIP_UNLESS(host_arch().arch == Arch::X86_64, "captures itself: an x86_64 host only");
   std::string src = "tests/apps/stack_selfcapture.c";
   char tmpl[] = "/tmp/jankbpf-selfcap-XXXXXX";
   std::string tmp = ::mkdtemp(tmpl);
@@ -464,8 +465,8 @@ TEST_CASE("an exiting process's empty maps never replace the maps its samples we
 }
 
 TEST_CASE("separate debug files: .build-id in the target's root, .gnu_debuglink, none", "[stack][x86]") {
-  if (host_arch().arch != Arch::X86_64) return;
-  if (std::system("command -v objcopy >/dev/null 2>&1") != 0) return;
+  SKIP_UNLESS(host_arch().arch == Arch::X86_64, "captures itself: an x86_64 host only");
+  SKIP_UNLESS(std::system("command -v objcopy >/dev/null 2>&1") == 0, "needs objcopy (binutils)");
   std::string src = "tests/apps/stack_selfcapture.c";
   char tmpl[] = "/tmp/jankbpf-debuglink-XXXXXX";
   std::string tmp = ::mkdtemp(tmpl);
@@ -587,7 +588,7 @@ TEST_CASE("aarch64 fixtures through JIT code: frame records, then CFI again", "[
 }
 
 TEST_CASE("x86_64 self-capture through JIT code replayed offline", "[stack][x86]") {
-  if (host_arch().arch != Arch::X86_64) return;
+  SKIP_UNLESS(host_arch().arch == Arch::X86_64, "captures itself: an x86_64 host only");
   std::string src = "tests/apps/stack_selfcapture.c";
   char tmpl[] = "/tmp/jankbpf-selfjit-XXXXXX";
   std::string tmp = ::mkdtemp(tmpl);

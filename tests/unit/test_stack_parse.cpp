@@ -23,6 +23,7 @@
 #include "stack/perf_sample.h"
 #include "stack/resolver.h"
 #include "stack/tree.h"
+#include "skip.h"
 
 using namespace jankbpf;
 using namespace jankbpf::stack;
@@ -183,7 +184,7 @@ TEST_CASE("kallsyms: sorted lookup, modules, junk, hidden addresses", "[stack][p
 }
 
 TEST_CASE("real /proc/kallsyms and kernel build-id", "[stack][parse]") {
-  if (::geteuid() != 0) return;
+  SKIP_UNLESS(::geteuid() == 0, "needs root (/proc/kallsyms shows addresses to root only)");
   Kallsyms k = Kallsyms::load("/proc/kallsyms");
   REQUIRE(k.size() > 1000);
   uint64_t addr = k.address_of("schedule");

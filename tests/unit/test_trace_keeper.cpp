@@ -45,7 +45,7 @@ struct Rig {
 
 }  // namespace
 
-TEST_CASE("trace keeper: a capture trace-cmd cannot make ends at once and re-arms", "[trace]") {
+TEST_CASE("trace keeper: a capture trace-cmd cannot make ends at once and re-arms", "[trace][tracefs]") {
   std::string err;
   SKIP_UNLESS(geteuid() == 0 && !tracefs::root(&err).empty(), "needs root and tracefs: " << err);
   Rig rig;
@@ -78,7 +78,7 @@ TEST_CASE("trace keeper: a capture trace-cmd cannot make ends at once and re-arm
   }
 }
 
-TEST_CASE("trace keeper: a stop cuts a slow trace-cmd short and saves the text trace", "[trace]") {
+TEST_CASE("trace keeper: a stop cuts a slow trace-cmd short and saves the text trace", "[trace][tracefs]") {
   std::string err;
   SKIP_UNLESS(geteuid() == 0 && !tracefs::root(&err).empty(), "needs root and tracefs: " << err);
   Rig rig;
@@ -110,7 +110,7 @@ TEST_CASE("trace keeper: a stop cuts a slow trace-cmd short and saves the text t
   CHECK(p->paths.size() == 1);  // the text trace
 }
 
-TEST_CASE("trace keeper: a task that began before the recorder was ready is told so", "[trace]") {
+TEST_CASE("trace keeper: a task that began before the recorder was ready is told so", "[trace][tracefs]") {
   std::string err;
   SKIP_UNLESS(geteuid() == 0 && !tracefs::root(&err).empty(), "needs root and tracefs: " << err);
   Rig rig;

@@ -1,41 +1,39 @@
-"""The fuzzing section: every libFuzzer target (build/fuzz/, make fuzz-bin)
-for FUZZ_BENCH_RUNS executions through scripts/fuzz.sh bench, whose
-markdown table is parsed into rows (its format is fuzz.sh's own)."""
+"""The fuzzing section: every libFuzzer target in the Makefile's
+FUZZ_TARGETS (built by make fuzz-bin from this tree, into build/fuzz/) for
+FUZZ_BENCH_RUNS executions, through scripts/fuzz.sh bench, which writes
+one JSON line per target (FUZZ_JSON). Each target's row is stored with the
+build-id and hash of the binary that ran; the goal (goals.py) is judged
+from these rows against the Makefile's list as it is when rendered."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tempfile
 
-from .. import config
+from .. import builds, config
+from ..goals import fuzz_targets
 from ..procs import say
-
-
-def parse_table(text: str) -> list[dict]:
-    """fuzz.sh's rows: | target | executions | exec/s | crashes | corpus |"""
-    rows = []
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 5 or cells[0] in ("target", "") or set(cells[1]) <= set("-:"):
-            continue
-        rows.append({"target": cells[0], "executions": int(cells[1] or 0),
-                     "exec_per_s": int(float(cells[2] or 0)), "crashes": int(cells[3] or 0),
-                     "corpus": cells[4]})
-    return rows
 
 
 def fuzz(ctx) -> dict:
     runs = config.FUZZ_RUNS
-    say(f"fuzzing: every target, {runs:,} executions each")
+    targets = fuzz_targets()
+    say(f"fuzzing: {len(targets)} targets, {runs:,} executions each")
     with tempfile.TemporaryDirectory(prefix="jankbpf-fuzz-") as tmp:
-        table = os.path.join(tmp, "fuzz.md")
-        env = {**os.environ, "FUZZ_BENCH_RUNS": str(runs), "FUZZ_TABLE": table}
-        rc = subprocess.run([os.path.join(config.ROOT, "scripts", "fuzz.sh"), "bench"],
+        lines = os.path.join(tmp, "fuzz.jsonl")
+        env = {**os.environ, "FUZZ_BENCH_RUNS": str(runs), "FUZZ_JSON": lines}
+        rc = subprocess.run([os.path.join(config.ROOT, "scripts", "fuzz.sh"), "bench", *targets],
                             cwd=config.ROOT, env=env, stdout=subprocess.DEVNULL).returncode
-        text = open(table).read() if os.path.exists(table) else ""
+        rows = [json.loads(l) for l in open(lines)] if os.path.exists(lines) else []
+    for r in rows:
+        path = os.path.join(config.ROOT, "build", "fuzz", r["target"])
+        if os.path.exists(path):
+            b = builds.binary(path)
+            r["build_id"], r["sha256"] = b["build_id"], b["sha256"]
     try:
         clang = subprocess.run(["clang++", "-dumpversion"], capture_output=True, text=True).stdout.strip()
     except OSError:
         clang = "?"
-    return {"runs": runs, "rc": rc, "clang": clang, "cpus": os.cpu_count(), "rows": parse_table(text),
-            "commands": [f"FUZZ_BENCH_RUNS={runs} scripts/fuzz.sh bench"]}
+    return {"runs": runs, "rc": rc, "clang": clang, "cpus": os.cpu_count(), "targets": rows,
+            "commands": [f"FUZZ_BENCH_RUNS={runs} scripts/fuzz.sh bench {' '.join(targets)}"]}
