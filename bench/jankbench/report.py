@@ -17,6 +17,8 @@ SECTIONS = [
     ("accuracy", "5. Accuracy and latency", s1.accuracy),
     ("tax", "6. Syscall tax on an unwatched process", s1.tax),
     ("lane_tax", "6b. Syscall tax on Debian 12's 6.1 x86_64 kernel (kernel lane, qemu TCG)", s2.lane_tax),
+    ("lane_idle", "6c. First task after an attach to idle threads (kernel lane, 6.1 x86_64, trampolines)",
+     s2.lane_idle),
     ("stacks", "7. Stacks", s2.stacks),
     ("python", "7b. Stacks: the Python frame reader", s2.python),
     ("v8", "7c. Stacks: the JavaScript frame reader", s2.v8),

@@ -22,6 +22,21 @@ def lane_tax(doc, d):
                 r["hooks_used"] or "n/a", rounds(r)] for kind, r in d.get("kinds", {}).items()])
 
 
+def lane_idle(doc, d):
+    doc.p(f"Kernel `{d.get('kernel')}`, guest health: {d.get('health')}; hooks {', '.join(d.get('hooks', [])) or 'n/a'}. "
+          f"jank_target once per event-loop wait, idle in it (`--start-on-signal`) before jankbpf starts; "
+          f"{d.get('trials')} attaches of `jankbpf --pid ...` ({d.get('attached')} attached), after each one "
+          "SIGUSR2 starts one 250 ms spin per target: is that first task a jank of its wait, and how far is "
+          "its length from the app's own clock (ms, kernel minus app; TCG)?")
+    rows = []
+    for wait, r in d.get("waits", {}).items():
+        e = sorted(r["errors_ms"])
+        rows.append([wait, f"{r['reported']} of {r['trials']}", str(r["begin_at_switch_in"]),
+                     f"{e[0]:+.2f}" if e else "n/a", f"{e[len(e) // 2]:+.2f}" if e else "n/a",
+                     f"{e[-1]:+.2f}" if e else "n/a"])
+    doc.table(["wait", "first task reported", "begun at the switch-in", "error min", "median", "max"], rows)
+
+
 def stacks(doc, d):
     doc.p(f"jankbpf's stack options: {', '.join('`' + o + '`' for o in d['options'])}; "
           "everything below runs with their defaults.")

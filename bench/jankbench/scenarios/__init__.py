@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .detect import accuracy, footprint
 from .fuzz import fuzz
-from .lane import lane_tax
+from .lane import lane_idle, lane_tax
 from .load import Workloads, hooks, tax, throughput
 from .soak import soak
 from .stacks import node, python_reader, stacks, v8_reader
@@ -25,6 +25,7 @@ SCENARIOS = {
     "v8": v8_reader,
     "node": node,
     "lane_tax": lane_tax,
+    "lane_idle": lane_idle,
     "fuzz": fuzz,
     "soak": soak,
 }

@@ -51,3 +51,80 @@ def lane_tax(ctx) -> dict:
         }
     return res
 
+
+
+# jank_target's --loop word -> the syscall its waits are (x86_64).
+IDLE_LOOPS = {"epoll_wait": "epoll_wait", "epoll_pwait": "epoll_pwait", "epoll_pwait2": "epoll_pwait2",
+              "poll": "poll", "ppoll": "ppoll", "select": "select", "pselect": "pselect6"}
+IDLE_TRIALS = 20
+
+
+def _overlapping_jank(recs, begin, end, pid):
+    """The jank of process `pid` overlapping most of [begin, end], if it
+    overlaps more than half of it (as tests/kernels' jank_at)."""
+    best, best_ov = None, 0
+    for r in recs:
+        if r.get("type") != "jank" or r.get("pid") != pid:
+            continue
+        b = r["begin_monotonic_ns"]
+        ov = min(b + int(r["duration_ms"] * 1e6), end) - max(b, begin)
+        if ov > best_ov:
+            best, best_ov = r, ov
+    return best if best_ov > 0.5 * (end - begin) else None
+
+
+def lane_idle(ctx) -> dict:
+    """Issue 24: threads idle in their waits when jankbpf attaches, on the
+    6.1 x86_64 lane with BPF trampolines. jank_target once per wait idles
+    (--start-on-signal); 20 times jankbpf --pid attaches and SIGUSR2 starts
+    one 250 ms spin in each: is the first task after each attach a jank of
+    its wait, and how far is its length from the app's own?"""
+    import json
+    say("6c. first task after an attach to idle threads, 6.1 x86_64 lane with trampolines")
+    sys.path.insert(0, os.path.join(config.ROOT, "scripts", "kernel-lane"))
+    old = os.environ.get("LANE_IDLE_TRIALS")
+    os.environ["LANE_IDLE_TRIALS"] = str(IDLE_TRIALS)
+    try:
+        import lane
+        boot = lane.boot("x86", scenarios=[("idle-tramp", "idle", "timer")],
+                         out_dir=os.path.join(lane.LANE_DIR, "x86-idle"))
+    except Exception as e:  # noqa: BLE001 - the lane is reported, not fatal
+        raise NotMeasured(f"the kernel lane did not boot: {e}") from e
+    finally:
+        if old is None:
+            os.environ.pop("LANE_IDLE_TRIALS", None)
+        else:
+            os.environ["LANE_IDLE_TRIALS"] = old
+    secs = boot.sections
+    trials = []
+    n = 1
+    while f"idle-tramp-t{n}/attach" in secs:
+        recs = []
+        for line in secs.get(f"idle-tramp-t{n}/records", ("", 0))[0].splitlines():
+            try:
+                recs.append(json.loads(line))
+            except ValueError:
+                pass
+        summary = next((r for r in recs if r.get("type") == "summary"), {})
+        trials.append({"attached": "attached" in secs[f"idle-tramp-t{n}/attach"][0], "recs": recs,
+                       "hooks": summary.get("hooks")})
+        n += 1
+    waits = {}
+    for loop, syscall in IDLE_LOOPS.items():
+        out = secs.get(f"idle-tramp/target-{loop}", ("", 0))[0]
+        lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+        ready = next((l for l in lines if l.get("ready")), None)
+        spins = [l for l in lines if "task" in l and l.get("kind") == "spin"]
+        row = {"trials": len(trials), "tasks": len(spins), "reported": 0, "errors_ms": [],
+               "begin_at_switch_in": 0}
+        for tr, t in zip(trials, spins):
+            j = _overlapping_jank(tr["recs"], t["begin_ns"], t["end_ns"], ready and ready["pid"])
+            if j and j.get("wait_syscall") == syscall:
+                row["reported"] += 1
+                row["errors_ms"].append(round(j["duration_ms"] - t["dur_ns"] / 1e6, 3))
+                row["begin_at_switch_in"] += bool(j.get("begin_at_switch_in"))
+        waits[syscall] = row
+    return {"kernel": boot.kernel_pkg, "health": boot.health() or "ok", "trials": len(trials),
+            "attached": sum(t["attached"] for t in trials),
+            "hooks": sorted({t["hooks"] for t in trials if t["hooks"]}), "waits": waits,
+            "commands": ["python3 -m jankbench --only lane_idle   # boots the lane"]}
