@@ -254,6 +254,11 @@ void MetricsServer::run() {
         if (c.sent >= total) {
           done = true;
           served_++;
+          // What the client sent past its request (a pipelined one) is read
+          // away first: closing with unread data would reset the connection,
+          // and the client could lose the answer still on its way.
+          for (int k = 0; k < 16 && recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT) > 0; k++) {
+          }
         }
       }
       if (done) c.fd.reset();
