@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <string_view>
 #include <vector>
 
 #include "util/log.h"
@@ -62,6 +64,7 @@ std::string http_response(const std::string& request, const MetricsServer::Rende
 
 struct MetricsServer::Conn {
   Fd fd;
+  std::string peer;
   int64_t accepted_ms = 0, deadline_ms = 0;
   std::string request;
   bool answering = false;
@@ -129,10 +132,13 @@ MetricsServer::Page MetricsServer::page(int64_t now) {
   return cached_;
 }
 
-// Takes what is waiting, up to a connection's worth per wake-up: room is
-// made by evicting the oldest connection that has not sent its request.
+// Takes what is waiting, a few per wake-up (so the connections that have
+// sent their request are read between batches). Room for a peer past its
+// share is made by evicting its own oldest connection that has not sent a
+// whole request; room in a full table, by evicting the oldest such
+// connection of the peer holding the most.
 void MetricsServer::accept_some(std::vector<Conn>& conns, int64_t now) {
-  for (size_t n = 0; n < limits_.max_connections; n++) {
+  for (size_t n = 0; n < 8; n++) {
     int fd = accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0 && out_of_descriptors(errno) && spare_) {
       // The spare descriptor's number is the one accept() needs.
@@ -149,19 +155,27 @@ void MetricsServer::accept_some(std::vector<Conn>& conns, int64_t now) {
       }
       return;  // EAGAIN: nothing more waiting
     }
-    if (conns.size() >= limits_.max_connections) {
+    Conn c;
+    c.fd.reset(fd);
+    c.peer = peers_.of(fd);
+    std::map<std::string_view, size_t> held;
+    for (const auto& o : conns) held[o.peer]++;
+    std::string_view from;
+    if (held[c.peer] >= limits_.max_per_peer) from = c.peer;
+    else if (conns.size() >= limits_.max_connections)
+      from = std::max_element(held.begin(), held.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+    if (!from.empty() || conns.size() >= limits_.max_connections) {
       auto victim = conns.end();
       for (auto it = conns.begin(); it != conns.end(); ++it)
-        if (!it->answering && (victim == conns.end() || it->accepted_ms < victim->accepted_ms)) victim = it;
-      if (victim == conns.end()) {  // every one is being answered: this one waits its turn
-        close(fd);
+        if (!it->answering && it->peer == from && (victim == conns.end() || it->accepted_ms < victim->accepted_ms))
+          victim = it;
+      if (victim == conns.end()) {  // all of them are being answered: this one waits for none
+        refused_++;
         continue;
       }
       conns.erase(victim);
       evicted_++;
     }
-    Conn c;
-    c.fd.reset(fd);
     c.accepted_ms = now;
     c.deadline_ms = now + limits_.read_ms;
     conns.push_back(std::move(c));

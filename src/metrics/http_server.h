@@ -11,9 +11,12 @@
 // forever (1.27 M failed accepts in 3 s, 100 % of a CPU).
 //
 // What this one guarantees instead, each bounded by a constant:
-//  * nonblocking everything, one poll() loop, up to 64 connections; when
-//    all are taken, a new one evicts the oldest that has not finished its
-//    request (a scraper sends its request at once; a squatter never does);
+//  * nonblocking everything, one poll() loop, up to 64 connections, and at
+//    most a quarter of them per peer -- a local user by uid (see peer.h),
+//    a remote one by address: a peer past its share evicts its own oldest
+//    connection that has not finished its request, a full table the
+//    oldest of the peer holding the most; so no one user's connections,
+//    however many or however fast they come back, can take a scraper's;
 //  * deadlines from the accept, not from the last byte: the request within
 //    3 s, the answer written within 5 s, then closed;
 //  * a request of at most 8 KiB (431 beyond), one answer per connection;
@@ -34,12 +37,14 @@
 #include <thread>
 
 #include "metrics/listen_addr.h"
+#include "metrics/peer.h"
 #include "util/fd.h"
 
 namespace jankbpf {
 
 struct HttpLimits {
   size_t max_connections = 64;
+  size_t max_per_peer = 16;
   size_t max_request = 8192;
   int read_ms = 3000;         // from the accept to the request's blank line
   int write_ms = 5000;        // from the request to the last byte of the answer
@@ -67,6 +72,7 @@ class MetricsServer {
   uint64_t served() const { return served_; }
   uint64_t evicted() const { return evicted_; }         // connections closed to make room
   uint64_t accept_failures() const { return accept_failures_; }  // accept() out of descriptors
+  uint64_t refused() const { return refused_; }  // closed at once: no slot could be freed for them
 
  private:
   struct Conn;
@@ -85,7 +91,8 @@ class MetricsServer {
   Page cached_;
   int64_t cached_at_ = 0;
   int64_t accept_paused_until_ = 0;
-  std::atomic<uint64_t> served_ = 0, evicted_ = 0, accept_failures_ = 0;
+  std::atomic<uint64_t> served_ = 0, evicted_ = 0, accept_failures_ = 0, refused_ = 0;
+  PeerIdentity peers_;
   std::thread thread_;
 };
 
