@@ -29,7 +29,8 @@ std::vector<SchedEvent> ReportWriter::sched_events(const Run& run) {
   std::vector<TraceWindow> windows = trace_windows(run);
   if (windows.size() > kMaxTraces) {
     std::sort(windows.begin(), windows.end(), [](const auto& a, const auto& b) { return a.to_ns > b.to_ns; });
-    log::warn("--perfetto: %zu traces named; the CPU tracks show the latest %zu", windows.size(), kMaxTraces);
+    if (!warned_traces_++)
+      log::warn("--perfetto: %zu traces named; the CPU tracks show the latest %zu", windows.size(), kMaxTraces);
     windows.resize(kMaxTraces);
   }
   std::map<std::string, Converted> kept;
@@ -56,7 +57,7 @@ std::vector<SchedEvent> ReportWriter::sched_events(const Run& run) {
     events += c.events.size();
     kept.emplace(w.path, std::move(c));
   }
-  if (skipped) log::warn("--perfetto: %zu traces not converted: over %d s of trace-cmd for this write", skipped,
+  if (skipped && !warned_budget_++) log::warn("--perfetto: %zu traces not converted: over %d s of trace-cmd for this write", skipped,
                          kConvertBudgetMs / 1000);
   sched_cache_ = std::move(kept);
   std::vector<SchedEvent> all;

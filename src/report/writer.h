@@ -39,6 +39,7 @@ class ReportWriter {
     std::vector<SchedEvent> events;
   };
   std::map<std::string, Converted> sched_cache_;
+  unsigned warned_traces_ = 0, warned_budget_ = 0;  // said once per writer, not per rewrite
 
  public:
   // What converting traces may cost one write: the records name the
