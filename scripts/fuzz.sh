@@ -48,6 +48,7 @@ max_len() {
     fuzz_python_frames) echo 16384 ;;  # a few thread states, frames, code objects
     fuzz_kernel_funcs) echo 32768 ;;  # a BTF blob of a few hundred types
     fuzz_v8_frames) echo 32768 ;;     # a 16 KB stack copy, then the heap it points into
+    fuzz_stack_log|fuzz_report_jsonl) echo 16384 ;;  # a task's stack log; a few records
     *) echo "fuzz: no -max_len for $1 (scripts/fuzz.sh max_len)" >&2; echo 4096 ;;
   esac
 }
@@ -93,6 +94,12 @@ put('fuzz_elf_notes', 'usdt_50000', eh + notes + so_pad + shdrs)
 put('fuzz_marker_spec', 'spec_1mb', b'/bin/' + b'a' * (1 << 20) + b':f,/bin/b:' + b'g' * 1000)
 put('fuzz_stack_tree', 'random_1mb', r.randbytes(1 << 20))
 put('fuzz_json_sink', 'random_1mb', r.randbytes(1 << 20))
+# `jankbpf report`'s inputs as issue 26 attacked them: a stack log that is a
+# 20,000-deep chain, a count of 4e9, a 5 MB JSON line, 100,000-deep nesting.
+put('fuzz_stack_log', 'chain_20000', ''.join('%d #%d pc 1 /a(f%d)\n' % (20000 - i, i, i) for i in range(20000)).encode())
+put('fuzz_stack_log', 'count_4e9', b'4000000000 #0 pc 1 /a(f+1)\n')
+put('fuzz_report_jsonl', 'line_5mb', b'{"type":"jank","bundle_name":"' + b'a' * (5 << 20) + b'"}\n{"type":"jank"}\n')
+put('fuzz_report_jsonl', 'nested_100k', b'{"type":"jank","off_cpu":' + b'[' * 100000 + b']' * 100000 + b'}\n')
 # This kernel's own BTF (~5 MB, ~100,000 types), where there is one.
 if os.path.exists('/sys/kernel/btf/vmlinux'):
     put('fuzz_kernel_funcs', 'vmlinux', open('/sys/kernel/btf/vmlinux', 'rb').read())

@@ -79,8 +79,8 @@ int Monitor::run() {
   }
   // 2. Signals, the deadline and the pidfds go through one epoll set.
   if (!setup_loop()) return kExitFailure;
-  //    The metrics port is taken before anything is loaded: a busy port
-  //    fails the start at once.
+  //    The metrics port is taken before anything is loaded; a busy port
+  //    is an error on stderr, retried, and detection runs without it.
   if (!start_metrics()) return kExitFailure;
   // 3. The command, if any, is forked now and held until we are attached.
   std::string error;

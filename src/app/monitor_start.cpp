@@ -91,7 +91,13 @@ bool Monitor::start_metrics() {
     return false;
   }
   sinks_.add(*metrics_);
-  log::status("metrics: http://%s/metrics", metrics_server_->bound().c_str());
+  // A port someone else holds (any local user can bind one first) must not
+  // turn detection off: the records still go out, the server retries.
+  if (!error.empty())
+    log::error("%s: no metrics until it can be bound (retried every %d s); detection runs on", error.c_str(),
+               HttpLimits{}.bind_retry_ms / 1000);
+  else
+    log::status("metrics: http://%s/metrics", metrics_server_->bound().c_str());
   return true;
 }
 

@@ -9,34 +9,18 @@
 #include <cstring>
 
 #include "util/fd.h"
+#include "util/safe_open.h"
 
 namespace jankbpf::report {
 namespace {
 
-void split(const std::string& path, std::string* dir, std::string* name) {
-  auto slash = path.rfind('/');
-  if (slash == std::string::npos) {
-    *dir = ".";
-    *name = path;
-  } else {
-    *dir = slash == 0 ? "/" : path.substr(0, slash);
-    *name = path.substr(slash + 1);
-  }
-}
-
 // The directory, and the name in it; the name must be a regular file or absent.
+// Every directory of the path is opened without following a symlink, as
+// --output's are: root must not be steered into another directory by a
+// link planted anywhere on the path.
 bool open_parent(const std::string& path, Fd* dirfd, std::string* name, std::string* error) {
-  std::string dir;
-  split(path, &dir, name);
-  if (name->empty() || *name == "." || *name == "..") {
-    *error = "'" + path + "' does not name a file";
-    return false;
-  }
-  dirfd->reset(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!*dirfd) {
-    *error = "cannot open the directory '" + dir + "': " + strerror(errno);
-    return false;
-  }
+  *dirfd = open_parent_nofollow(path, name, error);
+  if (!*dirfd) return false;
   struct stat st{};
   if (fstatat(dirfd->get(), name->c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     if (S_ISLNK(st.st_mode)) {
@@ -95,7 +79,9 @@ bool write_atomic(const std::string& path, std::string_view data, std::string* e
     unlinkat(dirfd.get(), tmp.c_str(), 0);
     return false;
   }
-  fsync(dirfd.get());  // the rename itself survives a crash
+  // The rename itself survives a crash (the walk's descriptor is O_PATH:
+  // fsync needs one opened for reading).
+  if (Fd sync(openat(dirfd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)); sync) fsync(sync.get());
   return true;
 }
 

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -44,16 +46,13 @@ std::string jank_label(const TaskRecord& r) {
 std::string render_folded(const Run& run, FoldedBy by) {
   std::vector<Block> blocks;
   std::map<std::pair<pid_t, std::string>, size_t> by_process;
+  // A hang's samples come again with its final jank: count them once
+  // (looked up, not searched: a run holds up to 20,000 tasks).
+  std::set<std::tuple<pid_t, uint64_t, uint64_t>> janks;
+  for (const auto& t : run.tasks)
+    if (t.rec.kind == TaskRecord::Kind::Jank) janks.insert({t.rec.tid, t.rec.task_seq, t.rec.begin_mono_ns});
   for (const auto& t : run.tasks) {
-    // A hang's samples come again with its final jank: count them once.
-    if (t.rec.kind == TaskRecord::Kind::Hang) {
-      bool has_jank = false;
-      for (const auto& u : run.tasks)
-        if (u.rec.kind == TaskRecord::Kind::Jank && u.rec.tid == t.rec.tid && u.rec.task_seq == t.rec.task_seq &&
-            u.rec.begin_mono_ns == t.rec.begin_mono_ns)
-          has_jank = true;
-      if (has_jank) continue;
-    }
+    if (t.rec.kind == TaskRecord::Kind::Hang && janks.count({t.rec.tid, t.rec.task_seq, t.rec.begin_mono_ns})) continue;
     if (t.samples.empty()) continue;
     Block* b;
     if (by == FoldedBy::Jank) {

@@ -2,10 +2,15 @@
 
 #include <sys/stat.h>
 
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
+#include <algorithm>
+#include <limits>
+#include <type_traits>
+#include <map>
+#include <optional>
 
+#include <nlohmann/json.hpp>
+
+#include "report/input_file.h"
 #include "report/sampled.h"
 
 namespace jankbpf::report {
@@ -13,24 +18,91 @@ namespace {
 
 using Json = nlohmann::json;
 
+// What one JSON line may make the reader hold or do, far above what
+// jankbpf writes: a record is a few KiB, nests 4 deep, names a stack log
+// and a trace.
+constexpr size_t kMaxLine = 4u << 20;
+constexpr size_t kMaxNesting = 16;
+constexpr size_t kMaxArray = 256;        // strings in a stack, off-CPU periods
+constexpr size_t kMaxExternalLogs = 8;   // files one record may name
+constexpr uint64_t kMaxStackLog = 64u << 20;
+
+// A field of the type wanted, else the fallback. Numbers are range-checked
+// before converting: a JSON number outside the type's range (1e24 for an
+// int64) is the input's choice, and converting it would be undefined.
 template <typename T>
 T get(const Json& j, const char* key, T fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const Json::exception&) {
-    return fallback;
+  if constexpr (std::is_same_v<T, bool>) {
+    return it->is_boolean() ? it->template get<bool>() : fallback;
+  } else if constexpr (std::is_integral_v<T>) {
+    using L = std::numeric_limits<T>;
+    long double v;
+    if (it->is_number_unsigned()) v = static_cast<long double>(it->template get<uint64_t>());
+    else if (it->is_number_integer()) v = static_cast<long double>(it->template get<int64_t>());
+    else if (it->is_number_float()) v = static_cast<long double>(it->template get<double>());
+    else return fallback;
+    if (!(v >= static_cast<long double>(L::min()) && v <= static_cast<long double>(L::max()))) return fallback;  // NaN too
+    return static_cast<T>(v);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return it->is_number() ? it->template get<T>() : fallback;
+  } else {
+    try {
+      return it->template get<T>();
+    } catch (const Json::exception&) {
+      return fallback;
+    }
   }
 }
 
-std::vector<std::string> strings(const Json& j, const char* key) {
+std::vector<std::string> strings(const Json& j, const char* key, size_t max = kMaxArray) {
   std::vector<std::string> out;
   auto it = j.find(key);
   if (it == j.end() || !it->is_array()) return out;
-  for (const auto& v : *it)
+  for (const auto& v : *it) {
+    if (out.size() >= max) break;
     if (v.is_string()) out.push_back(v.get<std::string>());
+  }
   return out;
+}
+
+// Nesting of a JSON text, counted before parsing it (records nest 4 deep).
+size_t nesting(std::string_view s) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : s) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth) {
+      depth--;
+    }
+  }
+  return deepest;
+}
+
+// One line of at most kMaxLine bytes (the rest of a longer one is skipped,
+// *too_long set). False at the end of the input.
+bool read_line(std::istream& in, std::string& line, bool* too_long) {
+  line.clear();
+  *too_long = false;
+  std::streambuf* sb = in.rdbuf();
+  if (!sb) return false;
+  bool any = false;
+  for (;;) {
+    int c = sb->sbumpc();
+    if (c == std::char_traits<char>::eof()) return any;
+    any = true;
+    if (c == '\n') return true;
+    if (line.size() < kMaxLine) line.push_back(static_cast<char>(c));
+    else *too_long = true;
+  }
 }
 
 bool is_file(const std::string& p) {
@@ -50,12 +122,9 @@ std::string find_log(const std::string& recorded, const ReadOptions& opts) {
 
 }  // namespace
 
-bool task_from_json(const std::string& line, TaskRecord* rec, std::string* error) {
-  Json j = Json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    *error = "not a JSON object";
-    return false;
-  }
+namespace {
+
+bool task_from(const Json& j, TaskRecord* rec) {
   std::string type = get<std::string>(j, "type", "");
   if (type != "jank" && type != "hang") return false;
   TaskRecord& r = *rec;
@@ -89,13 +158,14 @@ bool task_from_json(const std::string& line, TaskRecord* rec, std::string* error
   r.seen_running = get<bool>(j, "seen_running", false);
   r.unrecovered = get<bool>(j, "unrecovered", false);
   r.begin_at_switch_in = get<bool>(j, "begin_at_switch_in", false);
-  r.external_log = strings(j, "external_log");
+  r.external_log = strings(j, "external_log", kMaxExternalLogs);
   r.log_over_limit = get<bool>(j, "log_over_limit", false);
   r.suppressed = parse_suppressed(get<std::string>(j, "suppressed", ""));
   r.heaviest_stack = get<std::string>(j, "heaviest_stack", "");
   r.samples = get<uint32_t>(j, "samples", 0);
   if (auto o = j.find("off_cpu"); o != j.end() && o->is_array()) {
     for (const auto& jo : *o) {
+      if (r.off_cpu.size() >= kMaxArray) break;
       if (!jo.is_object()) continue;
       OffCpuInfo info;
       info.state = get<std::string>(jo, "state", "");
@@ -116,13 +186,38 @@ bool task_from_json(const std::string& line, TaskRecord* rec, std::string* error
   return true;
 }
 
+Json parse_record(const std::string& line) {
+  if (nesting(line) > kMaxNesting) return Json(Json::value_t::discarded);
+  return Json::parse(line, nullptr, false);
+}
+
+}  // namespace
+
+bool task_from_json(const std::string& line, TaskRecord* rec, std::string* error) {
+  Json j = parse_record(line);
+  if (j.is_discarded() || !j.is_object()) {
+    *error = "not a JSON object";
+    return false;
+  }
+  return task_from(j, rec);
+}
+
 Run read_jsonl(std::istream& in, const ReadOptions& opts, ReadStats* stats) {
   Run run;
+  // A stack log is read once, however many records name it: by file
+  // identity, the task whose samples came from it.
+  std::map<std::pair<dev_t, ino_t>, size_t> logs_read;
   std::string line;
-  while (std::getline(in, line)) {
+  bool too_long = false;
+  while (read_line(in, line, &too_long)) {
     stats->lines++;
+    if (too_long) {
+      stats->bad_lines++;
+      stats->lines_too_long++;
+      continue;
+    }
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    Json j = Json::parse(line, nullptr, false);
+    Json j = parse_record(line);
     if (j.is_discarded() || !j.is_object()) {
       stats->bad_lines++;
       continue;
@@ -135,7 +230,7 @@ Run read_jsonl(std::istream& in, const ReadOptions& opts, ReadStats* stats) {
       e.name = get<std::string>(j, "bundle_name", "");
       e.exit_code = get<int>(j, "exit_code", 0);
       e.target = get<bool>(j, "target", false);
-      run.exits.push_back(std::move(e));
+      run.add(std::move(e));
       stats->records++;
       continue;
     }
@@ -151,11 +246,16 @@ Run read_jsonl(std::istream& in, const ReadOptions& opts, ReadStats* stats) {
       continue;
     }
     TaskRecord r;
-    std::string error;
-    if (!task_from_json(line, &r, &error)) continue;  // another kind of record
+    if (!task_from(j, &r)) continue;  // another kind of record
+    j = Json();
     stats->records++;
+    if (run.tasks.size() >= Run::kMaxTasks) {  // not kept: its logs are not read either
+      run.add(std::move(r));
+      continue;
+    }
     // Every sample of the task, from its stack log (the tree keeps counts,
     // not times); the recorded paths are rewritten to where the files are.
+    std::optional<size_t> same_as;
     for (auto& p : r.external_log) {
       std::string found = find_log(p, opts);
       if (found.empty()) {
@@ -165,15 +265,33 @@ Run read_jsonl(std::istream& in, const ReadOptions& opts, ReadStats* stats) {
       p = found;
       auto slash = found.rfind('/');
       std::string name = slash == std::string::npos ? found : found.substr(slash + 1);
-      if (!name.starts_with("stack-") || !name.ends_with(".txt")) continue;
-      std::ifstream f(found);
-      std::stringstream ss;
-      ss << f.rdbuf();
-      r.sampled = parse_stack_log(ss.str());
+      if (!opts.read_logs || !name.starts_with("stack-") || !name.ends_with(".txt")) continue;
+      Opened f = open_input_file(found, kMaxStackLog);
+      if (!f) {
+        stats->logs_refused++;
+        if (stats->refusals.size() < 5) stats->refusals.push_back(f.error);
+        continue;
+      }
+      auto key = std::make_pair(f.st.st_dev, f.st.st_ino);
+      if (auto it = logs_read.find(key); it != logs_read.end()) {
+        same_as = it->second;
+        r.sampled.clear();
+        stats->logs_repeated++;
+        continue;
+      }
+      std::string text;
+      read_bounded(f.fd.get(), text, kMaxStackLog);
+      bool truncated = false;
+      r.sampled = parse_stack_log(text, StackLogLimits{}, &truncated);
+      stats->logs_truncated += truncated;
       stats->stack_logs++;
+      same_as.reset();
+      logs_read[key] = run.tasks.size();
     }
-    run.add(std::move(r));
+    if (same_as) run.add_samples_of(std::move(r), *same_as);
+    else run.add(std::move(r));
   }
+  stats->samples_dropped = run.samples_dropped;
   return run;
 }
 

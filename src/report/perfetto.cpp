@@ -26,6 +26,9 @@ constexpr uint32_t kDebugAnnotations = 4, kType = 9, kTrackUuid = 11, kCategorie
 constexpr uint64_t kSliceBegin = 1, kSliceEnd = 2, kInstant = 3;
 }  // namespace te
 
+// PerfSample packets: a stack log's counts are claims, not packets to make.
+constexpr uint64_t kMaxSamplesPerTask = 10'000, kMaxSamplesPerTrace = 2'000'000;
+
 constexpr uint64_t kProcessUuidBase = 0x6a62000000000000ULL;  // "jb"
 constexpr uint64_t kThreadUuidBase = 0x6a63000000000000ULL;
 constexpr uint64_t kOtherUuidBase = 0x6a64000000000000ULL;
@@ -278,6 +281,7 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
   }
   // 3. Each jank and hang, its off-CPU periods and its samples.
   uint64_t flow = 1;
+  uint64_t samples_left = kMaxSamplesPerTrace;
   for (const auto& t : run.tasks) {
     const auto& r = t.rec;
     const bool hang = r.kind == TaskRecord::Kind::Hang;
@@ -348,12 +352,26 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
     }
     event(out, end, te::kSliceEnd, uuid, "");
     // The samples: a stack log has no times, so its samples are spread
-    // evenly over the task.
+    // evenly over the task. A count is the log's word, not a packet each:
+    // past kMaxSamplesPerTask (or what is left of kMaxSamplesPerTrace)
+    // every stack keeps its share, so the flame graph keeps its shape.
+    uint64_t claimed = 0;
+    for (const auto& s : t.samples) claimed += s.time_ns ? 1 : s.count;
+    const uint64_t allowed = std::min<uint64_t>({claimed, kMaxSamplesPerTask, samples_left});
+    auto emitted = [&](const Sample& s) -> uint64_t {
+      const uint64_t n = s.time_ns ? 1 : s.count;
+      if (allowed == claimed || !n) return n;
+      return std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<long double>(n) * allowed / claimed));
+    };
     uint64_t total = 0;
-    for (const auto& s : t.samples) total += s.count;
-    uint64_t k = 0;
+    for (const auto& s : t.samples) total += emitted(s);
+    total = std::min(total, allowed);
+    uint64_t k = 0, used = 0;
     for (const auto& s : t.samples) {
-      for (uint32_t c = 0; c < s.count; c++, k++) {
+      const uint64_t n = std::min(emitted(s), allowed - used);
+      used += n;
+      samples_left -= n;
+      for (uint64_t c = 0; c < n; c++, k++) {
         uint64_t ts = s.time_ns ? s.time_ns : begin + (end - begin) * (2 * k + 1) / (2 * std::max<uint64_t>(total, 1));
         ProtoWriter ps;
         ps.varint(2, static_cast<uint32_t>(r.proc.pid));
@@ -364,7 +382,6 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
         pk.message(pkt::kPerfSample, ps);
         pk.varint(pkt::kSequenceFlags, kSeqNeedsIncrementalState);
         out.add(pk);
-        if (s.time_ns) break;  // a timed sample is one sample
       }
     }
   }

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -9,6 +10,7 @@
 
 #include "report/jsonl_reader.h"
 #include "report/writer.h"
+#include "util/log.h"
 
 namespace jankbpf::report {
 
@@ -71,7 +73,17 @@ int report_command(int argc, char** argv) {
                st.stack_logs);
   if (st.logs_missing) std::fprintf(stderr, ", %zu logs not found", st.logs_missing);
   if (st.bad_lines) std::fprintf(stderr, ", %zu lines that are not JSON skipped", st.bad_lines);
+  if (st.lines_too_long) std::fprintf(stderr, " (%zu over 4 MiB)", st.lines_too_long);
+  if (st.logs_repeated) std::fprintf(stderr, ", %zu logs named again (read once)", st.logs_repeated);
+  if (st.logs_truncated) std::fprintf(stderr, ", %zu logs past the stack-log bounds (cut)", st.logs_truncated);
+  if (run.tasks_dropped) std::fprintf(stderr, ", %" PRIu64 " janks past %zu not kept", run.tasks_dropped, Run::kMaxTasks);
+  if (st.samples_dropped) std::fprintf(stderr, ", %" PRIu64 " samples past the run's bounds not kept", st.samples_dropped);
   std::fputc('\n', stderr);
+  if (st.logs_refused) {
+    std::fprintf(stderr, "report: %zu logs refused, e.g.", st.logs_refused);
+    for (const auto& why : st.refusals) std::fprintf(stderr, " %s;", log::escape_control(why).c_str());
+    std::fputc('\n', stderr);
+  }
   std::string error;
   if (!writer.write(run, true, &error)) {
     std::fprintf(stderr, "report: %s\n", error.c_str());

@@ -5,7 +5,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "util/clock.h"
 #include "util/log.h"
@@ -13,7 +16,7 @@
 namespace jankbpf::report {
 
 ReportSink::ReportSink(ReportFiles files, int64_t min_interval_ms)
-    : writer_(std::move(files)), min_interval_ms_(min_interval_ms) {}
+    : min_interval_ms_(min_interval_ms), writer_(std::move(files)) {}
 
 ReportSink::~ReportSink() {
   {
@@ -42,7 +45,12 @@ bool ReportSink::start(std::string* error) {
 void ReportSink::emit(const TaskRecord& r) {
   {
     std::lock_guard lk(mu_);
-    run_.add(r);
+    if (tasks_accepted_ >= Run::kMaxTasks) {
+      tasks_dropped_++;
+      return;
+    }
+    tasks_accepted_++;
+    pending_tasks_.push_back(r);
     dirty_ = true;
   }
   cv_.notify_all();
@@ -50,13 +58,18 @@ void ReportSink::emit(const TaskRecord& r) {
 
 void ReportSink::emit(const ExitRecord& r) {
   std::lock_guard lk(mu_);
-  run_.exits.push_back(r);
+  if (exits_accepted_ >= Run::kMaxExits) {
+    exits_dropped_++;
+    return;
+  }
+  exits_accepted_++;
+  pending_exits_.push_back(r);
 }
 
 void ReportSink::emit(const SummaryRecord& r) {
   {
     std::lock_guard lk(mu_);
-    run_.summary = r;
+    summary_ = r;
     stopping_ = true;
   }
   cv_.notify_all();
@@ -66,33 +79,45 @@ void ReportSink::emit(const SummaryRecord& r) {
 
 void ReportSink::write_now(bool final) {
   std::lock_guard wl(write_mu_);
-  std::string error;
-  bool ok;
+  std::vector<TaskRecord> tasks;
+  std::vector<ExitRecord> exits;
   {
-    // Rendering reads the run: hold it still meanwhile (a render of a
-    // thousand janks takes tens of ms; emit() waits that long at most).
+    // Only the hand-over happens under the lock emit() takes.
     std::lock_guard lk(mu_);
+    tasks.swap(pending_tasks_);
+    exits.swap(pending_exits_);
     dirty_ = false;
-    if (final) final_written_ = true;
-    ok = writer_.write(run_, final, &error);
+    if (summary_) run_.summary = summary_;
+    run_.tasks_dropped = tasks_dropped_;
+    run_.exits_dropped = exits_dropped_;
   }
+  for (auto& t : tasks) run_.add(std::move(t));
+  for (auto& e : exits) run_.add(std::move(e));
+  const uint64_t t0 = monotonic_ns();
+  std::string error;
+  bool ok = writer_.write(run_, final, &error);
+  last_render_ns_ = monotonic_ns() - t0;
   if (!ok) log::warn("%s", error.c_str());
 }
 
 void ReportSink::run() {
   // A render must not take the CPU from the application being watched.
-  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10) != 0)
+    log::warn("--report: cannot lower the report writer's priority (nice 10): %s; it renders at the normal one",
+              strerror(errno));
   uint64_t last_ns = 0;
   for (;;) {
     {
       std::unique_lock lk(mu_);
       cv_.wait(lk, [&] { return stopping_ || dirty_; });
       if (stopping_) return;
-      // Throttle: no more than one write per interval.
-      uint64_t due = last_ns + static_cast<uint64_t>(min_interval_ms_) * 1'000'000;
+      // Throttle: no more than one write per interval, and no more than
+      // one render's worth of time in kRenderShare.
+      uint64_t gap = std::max<uint64_t>(static_cast<uint64_t>(min_interval_ms_) * 1'000'000,
+                                        kRenderShare * last_render_ns_);
       uint64_t now = monotonic_ns();
-      if (last_ns && now < due) {
-        cv_.wait_for(lk, std::chrono::nanoseconds(due - now), [&] { return stopping_; });
+      if (last_ns && now < last_ns + gap) {
+        cv_.wait_for(lk, std::chrono::nanoseconds(last_ns + gap - now), [&] { return stopping_; });
         if (stopping_) return;
       }
     }

@@ -1,11 +1,13 @@
 // The live sink behind --report, --perfetto and --folded: keeps the run's
-// records and rewrites the files as janks arrive -- at most once a second,
-// from a thread of its own so neither the ring-buffer reader nor the
-// reporter waits for a render -- and once more, final, at the summary.
+// records and rewrites the files as janks arrive -- at most once a second
+// (less often when a render takes longer), from a thread of its own so
+// neither the ring-buffer reader nor the reporter waits for a render -- and
+// once more, final, at the summary.
 #pragma once
 
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "output/output.h"
@@ -24,21 +26,44 @@ class ReportSink final : public Output {
   // Writes the files once (empty) so they exist from the start; false with
   // *error when one cannot be written.
   bool start(std::string* error);
+  // Each takes the lock for a copy into the pending queue (bounded by
+  // Run::kMaxTasks / kMaxExits over the run), never for a render.
   void emit(const TaskRecord& r) override;
   void emit(const ExitRecord& r) override;
   void emit(const SummaryRecord& r) override;  // the final write, before it returns
+
+  // What the run holds now (tests: after the summary).
+  size_t held_tasks() {
+    std::lock_guard wl(write_mu_);
+    return run_.tasks.size();
+  }
+  size_t held_exits() {
+    std::lock_guard wl(write_mu_);
+    return run_.exits.size();
+  }
+
+  // The next rewrite waits at least this many render times: rendering (at
+  // nice 10) takes at most 1/kRenderShare of the writer thread's time.
+  static constexpr int kRenderShare = 4;
 
  private:
   void run();
   void write_now(bool final);
 
-  ReportWriter writer_;
   const int64_t min_interval_ms_;
-  std::mutex mu_;           // run_, dirty_, stopping_
-  std::mutex write_mu_;     // one render at a time
+  std::mutex mu_;  // what emit() touches: the pending records and the flags
   std::condition_variable cv_;
+  std::vector<TaskRecord> pending_tasks_;
+  std::vector<ExitRecord> pending_exits_;
+  size_t tasks_accepted_ = 0, exits_accepted_ = 0;
+  uint64_t tasks_dropped_ = 0, exits_dropped_ = 0;
+  std::optional<SummaryRecord> summary_;
+  bool dirty_ = false, stopping_ = false;
+
+  std::mutex write_mu_;  // one render at a time; the run and the writer are the writer's own
+  ReportWriter writer_;
   Run run_;
-  bool dirty_ = false, stopping_ = false, final_written_ = false;
+  uint64_t last_render_ns_ = 0;
   std::thread thread_;
 };
 

@@ -1,5 +1,7 @@
 #include "report/run.h"
 
+#include <algorithm>
+
 namespace jankbpf::report {
 
 uint32_t StackTable::intern_frame(const SampledFrame& f) {
@@ -19,9 +21,13 @@ uint32_t StackTable::intern(const SampledStack& s) {
     st.frames.push_back(id);
     key.append(reinterpret_cast<const char*>(&id), sizeof id);
   }
-  auto [it, fresh] = stack_ids_.try_emplace(std::move(key), static_cast<uint32_t>(stacks_.size()));
-  if (fresh) stacks_.push_back(std::move(st));
-  return it->second;
+  auto found = stack_ids_.find(key);
+  if (found != stack_ids_.end()) return found->second;
+  if (interned_frame_ids_ + st.frames.size() > kMaxFrameIds) return kFull;
+  interned_frame_ids_ += st.frames.size();
+  stack_ids_.emplace(std::move(key), static_cast<uint32_t>(stacks_.size()));
+  stacks_.push_back(std::move(st));
+  return static_cast<uint32_t>(stacks_.size() - 1);
 }
 
 void Run::add(TaskRecord rec) {
@@ -30,12 +36,43 @@ void Run::add(TaskRecord rec) {
     return;
   }
   TaskEntry e;
-  e.samples.reserve(rec.sampled.size());
-  for (const auto& s : rec.sampled) e.samples.push_back({s.time_ns, table.intern(s), s.count});
+  e.samples.reserve(std::min(rec.sampled.size(), kMaxSamples - samples_));
+  for (const auto& s : rec.sampled) {
+    uint32_t id = samples_ < kMaxSamples ? table.intern(s) : StackTable::kFull;
+    if (id == StackTable::kFull) {
+      samples_dropped++;
+      continue;
+    }
+    e.samples.push_back({s.time_ns, id, s.count});
+    samples_++;
+  }
   rec.sampled.clear();
   rec.sampled.shrink_to_fit();
   e.rec = std::move(rec);
   tasks.push_back(std::move(e));
+}
+
+void Run::add_samples_of(TaskRecord rec, size_t other) {
+  if (tasks.size() >= kMaxTasks || other >= tasks.size()) {
+    add(std::move(rec));
+    return;
+  }
+  rec.sampled.clear();
+  add(std::move(rec));
+  const auto& from = tasks[other].samples;
+  auto& to = tasks.back().samples;
+  const size_t n = std::min(from.size(), kMaxSamples - samples_);
+  to.assign(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(n));
+  samples_ += n;
+  samples_dropped += from.size() - n;
+}
+
+void Run::add(ExitRecord e) {
+  if (exits.size() >= kMaxExits) {
+    exits_dropped++;
+    return;
+  }
+  exits.push_back(std::move(e));
 }
 
 std::string process_label(const TaskRecord& r) {

@@ -20,6 +20,10 @@ class StackTable {
     std::vector<uint32_t> frames;  // into frames(), root first
     char wait_state = 0;           // 0 on-CPU, else the off-CPU state
   };
+  // Frames over all distinct stacks: 64 MiB of ids at most, whatever the
+  // logs hold (a run of jankbpf's repeats its stacks far more than that).
+  static constexpr size_t kMaxFrameIds = 1u << 24;
+  static constexpr uint32_t kFull = UINT32_MAX;  // intern(): a new stack past kMaxFrameIds
   uint32_t intern(const SampledStack& s);
   const std::vector<SampledFrame>& frames() const { return frames_; }
   const std::vector<Stack>& stacks() const { return stacks_; }
@@ -30,6 +34,7 @@ class StackTable {
   std::unordered_map<std::string, uint32_t> frame_ids_;
   std::vector<Stack> stacks_;
   std::unordered_map<std::string, uint32_t> stack_ids_;
+  size_t interned_frame_ids_ = 0;  // over all stacks_
 };
 
 struct Sample {
@@ -48,10 +53,22 @@ struct Run {
   std::vector<TaskEntry> tasks;
   std::vector<ExitRecord> exits;
   std::optional<SummaryRecord> summary;
-  uint64_t tasks_dropped = 0;  // not kept: over kMaxTasks
+  uint64_t tasks_dropped = 0;    // not kept: over kMaxTasks
+  uint64_t exits_dropped = 0;    // not kept: over kMaxExits
+  uint64_t samples_dropped = 0;  // sample entries over kMaxSamples or the stack table's bound
 
+  // What a run may hold, live (--report) or read back (`jankbpf report`).
   static constexpr size_t kMaxTasks = 20000;
+  static constexpr size_t kMaxExits = 20000;
+  static constexpr size_t kMaxSamples = 1u << 22;  // (stack, count) entries over all tasks: 64 MiB
   void add(TaskRecord rec);
+  // A task whose stack log is the one tasks[other] was read from.
+  void add_samples_of(TaskRecord rec, size_t other);
+  void add(ExitRecord e);
+  size_t samples() const { return samples_; }
+
+ private:
+  size_t samples_ = 0;
 };
 
 // "name (pid N)": the root frame of a process's folded stacks and the

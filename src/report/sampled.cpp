@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 
 namespace jankbpf::report {
 namespace {
@@ -121,27 +122,39 @@ bool parse_log_frame(std::string_view t, SampledFrame* frame, char* wait_state) 
   return true;
 }
 
-std::vector<SampledStack> parse_stack_log(std::string_view text) {
+std::vector<SampledStack> parse_stack_log(std::string_view text, const StackLogLimits& limits, bool* truncated) {
   struct Open {
     SampledFrame frame;
-    uint32_t count, in_children;
+    uint64_t count, in_children;
   };
   std::vector<SampledStack> out;
   std::vector<Open> path;  // the open nodes from the root
+  size_t frame_refs = 0;
+  bool cut = false;
+  // A leaf's stack is its whole path: bounded in number and in frames, or
+  // a deep chain of leaves would cost the square of its length.
+  auto emit = [&](uint64_t count, char wait) {
+    if (out.size() >= limits.max_stacks || frame_refs + path.size() > limits.max_frame_refs) {
+      cut = true;
+      return;
+    }
+    SampledStack s;
+    s.count = static_cast<uint32_t>(std::min<uint64_t>(count, limits.max_count));
+    s.wait_state = wait;
+    s.frames.reserve(path.size());
+    for (auto& o : path) s.frames.push_back(o.frame);
+    frame_refs += path.size();
+    out.push_back(std::move(s));
+  };
   auto close_to = [&](size_t level) {
     while (path.size() > level) {
       const Open& n = path.back();
-      if (n.count > n.in_children) {
-        SampledStack s;
-        s.count = n.count - n.in_children;
-        for (auto& o : path) s.frames.push_back(o.frame);
-        out.push_back(std::move(s));
-      }
+      if (n.count > n.in_children) emit(n.count - n.in_children, 0);
       path.pop_back();
     }
   };
   size_t pos = 0;
-  while (pos < text.size()) {
+  while (pos < text.size() && !cut) {
     size_t nl = text.find('\n', pos);
     std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
     pos = nl == std::string_view::npos ? text.size() : nl + 1;
@@ -151,32 +164,33 @@ std::vector<SampledStack> parse_stack_log(std::string_view text) {
     // "COUNT #LEVEL TEXT"
     char* end = nullptr;
     std::string head(line.substr(0, std::min<size_t>(line.size(), 24)));
-    unsigned long count = std::strtoul(head.c_str(), &end, 10);
+    unsigned long long parsed = std::strtoull(head.c_str(), &end, 10);
     size_t used = static_cast<size_t>(end - head.c_str());
     if (!used || line.size() < used + 2 || line.substr(used, 2) != " #") continue;
+    const uint64_t count = std::min<uint64_t>(parsed, limits.max_count);
     line.remove_prefix(used + 2);
     size_t sp = line.find(' ');
-    if (sp == std::string_view::npos) continue;
+    if (sp == std::string_view::npos || sp > 20) continue;
     size_t level = std::strtoul(std::string(line.substr(0, sp)).c_str(), nullptr, 10);
     line.remove_prefix(sp + 1);
+    // Deeper than the bound: the node's samples stay with its ancestor,
+    // which then ends the stack.
+    if (level > path.size() || level >= limits.max_depth) continue;
     SampledFrame f;
     char wait = 0;
-    if (!parse_log_frame(line, &f, &wait) || level > path.size()) continue;
+    if (!parse_log_frame(line, &f, &wait)) continue;
     close_to(level);
     if (wait) {
       // Samples that ended in this wait state, under the open path.
-      if (!path.empty()) path.back().in_children += static_cast<uint32_t>(count);
-      SampledStack s;
-      s.count = static_cast<uint32_t>(count);
-      s.wait_state = wait;
-      for (auto& o : path) s.frames.push_back(o.frame);
-      out.push_back(std::move(s));
+      if (!path.empty()) path.back().in_children += count;
+      emit(count, wait);
       continue;
     }
-    if (!path.empty()) path.back().in_children += static_cast<uint32_t>(count);
-    path.push_back({std::move(f), static_cast<uint32_t>(count), 0});
+    if (!path.empty()) path.back().in_children += count;
+    path.push_back({std::move(f), count, 0});
   }
   close_to(0);
+  if (truncated) *truncated = cut;
   return out;
 }
 

@@ -31,8 +31,21 @@ const char* wait_state_label(char wait_state);
 // a "wait S (sleeping)" line. False for text that is neither.
 bool parse_log_frame(std::string_view text, SampledFrame* frame, char* wait_state);
 
+// What one stack log may make `jankbpf report` hold, whoever wrote it: far
+// above what jankbpf writes (128 frames of a native stack plus runtime
+// frames; sample_count <= 2496 samples a window) and far below what a
+// made-up log could ask for (a 20,000-deep chain of leaves is 2e8 frames).
+struct StackLogLimits {
+  size_t max_depth = 512;              // levels kept from the root
+  size_t max_stacks = 65536;           // leaves (stacks) per log
+  size_t max_frame_refs = 1u << 19;    // frames over all its stacks
+  uint64_t max_count = 1u << 24;       // samples one line may claim
+};
+
 // A whole stack log: one SampledStack per leaf of the tree, with the count
-// of samples that ended there (times unknown).
-std::vector<SampledStack> parse_stack_log(std::string_view text);
+// of samples that ended there (times unknown). Linear in the text: past a
+// limit the rest is left out and *truncated says so.
+std::vector<SampledStack> parse_stack_log(std::string_view text, const StackLogLimits& limits = {},
+                                          bool* truncated = nullptr);
 
 }  // namespace jankbpf::report

@@ -1,14 +1,18 @@
 #include "report/sched_trace.h"
 
-#include <sys/mman.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 
+#include "report/input_file.h"
 #include "trace/capture.h"
 #include "trace/spawn.h"
+#include "util/clock.h"
 #include "util/fd.h"
 
 namespace jankbpf::report {
@@ -93,43 +97,104 @@ std::vector<SchedEvent> parse_sched_report(std::string_view text, uint64_t from_
 }
 
 std::vector<SchedEvent> read_sched_events(const std::string& dat, uint64_t from_ns, uint64_t to_ns,
-                                          std::string* error) {
+                                          std::string* error, const SchedReadLimits& limits) {
   std::string tc = TraceCapture::find_trace_cmd();
   if (tc.empty()) {
     *error = "trace-cmd is not installed: the trace's CPU tracks are left out";
     return {};
   }
-  Fd out(memfd_create("jankbpf-sched", MFD_CLOEXEC));
-  if (!out) {
-    *error = std::string("memfd_create: ") + strerror(errno);
+  // The .dat is the input's word, not ours: a regular file of bounded
+  // size, handed to trace-cmd as its stdin so what it reads is what was
+  // checked (a FIFO there would block it; a device could act on open).
+  Opened file = open_input_file(dat, limits.max_file);
+  if (!file) {
+    *error = "trace " + file.error;
     return {};
   }
+  int p[2];
+  if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+    *error = std::string("pipe: ") + strerror(errno);
+    return {};
+  }
+  Fd rd(p[0]), wr(p[1]);
+  // The writing end blocks (trace-cmd is not written for EAGAIN).
+  fcntl(wr.get(), F_SETFL, fcntl(wr.get(), F_GETFL) & ~O_NONBLOCK);
   SpawnSpec spec;
   spec.path = tc;
-  spec.argv = {tc, "report", "-t", "-R", "-F", "sched/sched_switch,sched/sched_waking,sched/sched_wakeup", "-i", dat};
+  spec.argv = {tc, "report", "-t", "-R", "-F", "sched/sched_switch,sched/sched_waking,sched/sched_wakeup", "-i",
+               "/proc/self/fd/0"};
   spec.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"};
-  spec.output_fd = out.get();
+  spec.output_fd = wr.get();
+  spec.input_fd = file.fd.get();
   Child child;
   std::string err;
   if (!child.start(spec, err)) {
     *error = "cannot run trace-cmd: " + err;
     return {};
   }
+  wr.reset();
+  // Its output is parsed as it comes: only the window's events are kept,
+  // within a deadline and a byte bound, whatever the file holds.
+  std::vector<SchedEvent> out;
+  std::string partial, head;
+  uint64_t bytes = 0;
+  const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(limits.timeout_ms) * 1'000'000;
+  std::string why_stopped;
+  char buf[65536];
+  auto take_lines = [&](bool all) {
+    size_t pos = 0;
+    for (size_t nl; (nl = partial.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+      SchedEvent e;
+      if (out.size() < limits.max_events &&
+          parse_line(std::string_view(partial).substr(pos, nl - pos), &e, from_ns, to_ns))
+        out.push_back(std::move(e));
+    }
+    partial.erase(0, pos);
+    if (all && !partial.empty()) {
+      SchedEvent e;
+      if (out.size() < limits.max_events && parse_line(partial, &e, from_ns, to_ns)) out.push_back(std::move(e));
+      partial.clear();
+    }
+  };
+  for (;;) {
+    const uint64_t now = monotonic_ns();
+    if (now >= deadline) {
+      why_stopped = "took over " + std::to_string(limits.timeout_ms / 1000) + " s";
+      break;
+    }
+    pollfd pfd{rd.get(), POLLIN, 0};
+    int r = poll(&pfd, 1, static_cast<int>(std::min<uint64_t>((deadline - now) / 1'000'000 + 1, 1000)));
+    if (r < 0 && errno != EINTR) break;
+    if (r <= 0) continue;
+    ssize_t n = read(rd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      break;
+    }
+    if (n == 0) break;  // trace-cmd is done (or closed its output)
+    bytes += static_cast<uint64_t>(n);
+    if (head.size() < 300) head.append(buf, std::min<size_t>(static_cast<size_t>(n), 300 - head.size()));
+    partial.append(buf, static_cast<size_t>(n));
+    if (partial.size() > (1u << 20) && partial.find('\n') == std::string::npos) partial.clear();  // no line that long
+    take_lines(false);
+    if (bytes > limits.max_output) {
+      why_stopped = "printed over " + std::to_string(limits.max_output >> 20) + " MiB";
+      break;
+    }
+  }
+  take_lines(true);
   int status = 0;
-  if (!child.wait(60000, status)) {
+  if (!why_stopped.empty() || !child.wait(5000, status)) {
     child.kill(status);
-    *error = "trace-cmd report on '" + dat + "' took over 60 s: killed";
+    *error = "trace-cmd report on '" + dat + "' " + (why_stopped.empty() ? "did not exit" : why_stopped) +
+             ": killed; its CPU tracks are left out";
     return {};
   }
-  struct stat st{};
-  fstat(out.get(), &st);
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  if (st.st_size && pread(out.get(), text.data(), text.size(), 0) != st.st_size) text.clear();
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    *error = "trace-cmd report on '" + dat + "' failed: " + text.substr(0, 300);
+    *error = "trace-cmd report on '" + dat + "' failed: " + head;
     return {};
   }
-  return parse_sched_report(text, from_ns, to_ns);
+  return out;
 }
 
 }  // namespace jankbpf::report

@@ -25,9 +25,21 @@ struct SchedEvent {
 // Parses `trace-cmd report -t -R` output; lines of other events are skipped. Keeps events with from_ns <= ts <= to_ns.
 std::vector<SchedEvent> parse_sched_report(std::string_view text, uint64_t from_ns, uint64_t to_ns);
 
-// Runs trace-cmd (fork/execve with an argv, never a shell) on `dat` and
-// parses its output. Empty with *error when trace-cmd is missing or fails.
+// What converting one trace may cost: the .dat is named by input that may
+// be hostile (a record from elsewhere), so its size, trace-cmd's time and
+// output, and the events kept are all bounded.
+struct SchedReadLimits {
+  uint64_t max_file = 1ull << 30;     // bytes of .dat
+  int timeout_ms = 20000;             // trace-cmd's run, then SIGKILL
+  uint64_t max_output = 512ull << 20; // bytes of its text
+  size_t max_events = 1u << 20;       // events of the window kept
+};
+
+// Runs trace-cmd (fork/execve with an argv, never a shell) on `dat` -- a
+// regular file, checked and handed over as its stdin -- and parses its
+// output as it comes. Empty with *error when the file is refused, or
+// trace-cmd is missing, fails or passes a bound.
 std::vector<SchedEvent> read_sched_events(const std::string& dat, uint64_t from_ns, uint64_t to_ns,
-                                          std::string* error);
+                                          std::string* error, const SchedReadLimits& limits = {});
 
 }  // namespace jankbpf::report

@@ -26,18 +26,43 @@ bool ReportWriter::check(std::string* error) const {
 }
 
 std::vector<SchedEvent> ReportWriter::sched_events(const Run& run) {
-  std::vector<SchedEvent> all;
-  for (const auto& w : trace_windows(run)) {
-    std::string key = w.path + '\x1f' + std::to_string(w.from_ns) + '\x1f' + std::to_string(w.to_ns);
-    auto it = sched_cache_.find(key);
-    if (it == sched_cache_.end()) {
-      std::string error;
-      auto events = read_sched_events(w.path, w.from_ns, w.to_ns, &error);
-      if (!error.empty()) log::warn("--perfetto: %s", error.c_str());
-      it = sched_cache_.emplace(key, std::move(events)).first;
-    }
-    all.insert(all.end(), it->second.begin(), it->second.end());
+  std::vector<TraceWindow> windows = trace_windows(run);
+  if (windows.size() > kMaxTraces) {
+    std::sort(windows.begin(), windows.end(), [](const auto& a, const auto& b) { return a.to_ns > b.to_ns; });
+    if (!warned_traces_++)
+      log::warn("--perfetto: %zu traces named; the CPU tracks show the latest %zu", windows.size(), kMaxTraces);
+    windows.resize(kMaxTraces);
   }
+  std::map<std::string, Converted> kept;
+  const uint64_t budget_end = monotonic_ns() + static_cast<uint64_t>(kConvertBudgetMs) * 1'000'000;
+  size_t events = 0, skipped = 0;
+  for (const auto& w : windows) {
+    auto it = sched_cache_.find(w.path);
+    if (it != sched_cache_.end() && it->second.from_ns <= w.from_ns && it->second.to_ns >= w.to_ns) {
+      events += it->second.events.size();
+      kept.emplace(w.path, std::move(it->second));
+      continue;
+    }
+    const uint64_t now = monotonic_ns();
+    if (now >= budget_end || events >= kMaxSchedEvents) {
+      skipped++;
+      continue;
+    }
+    SchedReadLimits limits;
+    limits.timeout_ms = static_cast<int>(std::min<uint64_t>(limits.timeout_ms, (budget_end - now) / 1'000'000 + 1));
+    limits.max_events = std::min(limits.max_events, kMaxSchedEvents - events);
+    std::string error;
+    Converted c{w.from_ns, w.to_ns, read_sched_events(w.path, w.from_ns, w.to_ns, &error, limits)};
+    if (!error.empty()) log::warn("--perfetto: %s", error.c_str());
+    events += c.events.size();
+    kept.emplace(w.path, std::move(c));
+  }
+  if (skipped && !warned_budget_++) log::warn("--perfetto: %zu traces not converted: over %d s of trace-cmd for this write", skipped,
+                         kConvertBudgetMs / 1000);
+  sched_cache_ = std::move(kept);
+  std::vector<SchedEvent> all;
+  all.reserve(events);
+  for (const auto& [_, c] : sched_cache_) all.insert(all.end(), c.events.begin(), c.events.end());
   // Windows of two traces may overlap: the same event once.
   std::sort(all.begin(), all.end(), [](const SchedEvent& a, const SchedEvent& b) {
     return std::tie(a.cpu, a.ts_ns, a.kind, a.prev_pid, a.next_pid) < std::tie(b.cpu, b.ts_ns, b.kind, b.prev_pid, b.next_pid);

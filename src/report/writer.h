@@ -31,8 +31,22 @@ class ReportWriter {
  private:
   std::vector<SchedEvent> sched_events(const Run& run);
   ReportFiles files_;
-  // Converted traces by path and window: trace-cmd runs once per trace.
-  std::map<std::string, std::vector<SchedEvent>> sched_cache_;
+  // Converted traces by path, with the window converted: trace-cmd runs
+  // again only when a trace's window grows. Only the traces of the last
+  // write are kept.
+  struct Converted {
+    uint64_t from_ns = 0, to_ns = 0;
+    std::vector<SchedEvent> events;
+  };
+  std::map<std::string, Converted> sched_cache_;
+  unsigned warned_traces_ = 0, warned_budget_ = 0;  // said once per writer, not per rewrite
+
+ public:
+  // What converting traces may cost one write: the records name the
+  // traces, so their number, trace-cmd's time and the events kept are bounded.
+  static constexpr size_t kMaxTraces = 64;              // the latest ones
+  static constexpr int kConvertBudgetMs = 30000;        // trace-cmd time per write
+  static constexpr size_t kMaxSchedEvents = 2u << 20;   // over all traces
 };
 
 }  // namespace jankbpf::report

@@ -87,7 +87,7 @@ struct PreparedMount {
         child_fail(out, "mount", m.target, errno, kSpawnSetupFailed);
     }
   }
-  if (dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+  if (dup2(spec.input_fd >= 0 ? spec.input_fd : devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
     child_fail(out, "dup2", nullptr, errno, kSpawnSetupFailed);
   // Only 0-2 go to the tool: a descriptor some library opened without
   // O_CLOEXEC (another process's ELF, a BPF map) must not leak into it.

@@ -34,6 +34,7 @@ struct SpawnSpec {
   std::vector<std::string> env;   // "NAME=value"; passed as is
   std::string cwd;                // empty: inherit
   int output_fd = -1;             // stdout+stderr; -1: /dev/null
+  int input_fd = -1;              // stdin; -1: /dev/null (a file checked by the caller: /proc/self/fd/0 to the tool)
   // When set, the child unshares its mount namespace, makes / private
   // (nothing propagates back) and performs `mounts` in order before exec.
   bool private_mounts = false;

@@ -77,3 +77,25 @@ def test_man_page_renders_without_warnings():
                         os.path.join(ROOT, "doc", "jankbpf.8")],
                        capture_output=True, text=True, env=env)
     assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+def test_unit_bounds_memory_and_cpu_and_allows_the_priority_calls():
+    """Issue 26: the host's memory and CPU are bounded for jankbpf and its
+    children, with the figures explained; and the syscall filter lets the
+    reporter and report threads lower their priority (setpriority), which
+    "~@resources" denied."""
+    text = open(UNIT).read()
+    settings = dict(re.findall(r"^(\w+)=(.*)$", text, re.M))
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    size = lambda v: int(v[:-1]) * units[v[-1]] if v[-1] in units else int(v)
+    high, top = size(settings["MemoryHigh"]), size(settings["MemoryMax"])
+    measured_peak = 582 << 20  # bench/service_footprint.py, in the unit's comment
+    assert measured_peak < high < top, (high, top)
+    assert "582 MiB" in text and "bench/service_footprint.py" in text
+    quota = int(settings["CPUQuota"].rstrip("%"))
+    assert 25 < quota <= 100  # over the busiest second measured, under one CPU
+    denied = set()
+    for line in re.findall(r"^SystemCallFilter=~(.*)$", text, re.M):
+        denied |= set(line.split())
+    assert "@resources" not in denied and "setpriority" not in denied, denied
+    assert {"sched_setscheduler", "sched_setattr", "setrlimit"} <= denied

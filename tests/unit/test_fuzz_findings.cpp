@@ -5,9 +5,11 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "config/jank_config.h"
+#include "report/jsonl_reader.h"
 #include "stack/tree.h"
 
 using namespace jankbpf;
@@ -74,4 +76,31 @@ TEST_CASE("fuzz: a deeply nested config value is named, not dumped", "[fuzz][con
   unlink(path);
   CHECK(msg.find("log_type [...] is a JSON array, not a string") != std::string::npos);
   CHECK(msg.size() < 512);
+}
+
+// fuzz_report_jsonl (issue 26): a record's number outside its field's
+// range ("time":1.79569e+24 for an int64) was converted by nlohmann's get<>,
+// which is undefined behaviour (UBSan: "outside the range of representable
+// values"). Such a field now reads as absent.
+TEST_CASE("fuzz: out-of-range numbers in a record read as absent", "[fuzz][report]") {
+  using namespace jankbpf::report;
+  std::istringstream in(
+      R"({"type":"jank","time":1.79569e+24,"pid":-1e300,"tid":4294967296,"uid":-1,"duration_ms":1e300,)"
+      R"("begin_monotonic_ns":-5,"task_seq":18446744073709551615,"seen_running":1})" "\n"
+      R"({"type":"exit","pid":7,"exit_code":1e19})" "\n");
+  ReadOptions opts;
+  opts.read_logs = false;
+  ReadStats st;
+  Run run = read_jsonl(in, opts, &st);
+  REQUIRE(run.tasks.size() == 1);
+  const TaskRecord& r = run.tasks[0].rec;
+  CHECK(r.time_ms == 0);
+  CHECK(r.proc.pid == 0);
+  CHECK(r.tid == 0);
+  CHECK(r.proc.uid == 0);
+  CHECK(r.begin_mono_ns == 0);
+  CHECK(r.task_seq == 18446744073709551615ull);
+  CHECK_FALSE(r.seen_running);
+  REQUIRE(run.exits.size() == 1);
+  CHECK(run.exits[0].exit_code == 0);
 }
