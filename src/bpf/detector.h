@@ -33,6 +33,9 @@ struct DetectorConfig {
   bool all_threads = false;
   bool filter_pids = false;  // watch only pids added with add_target()
   std::string comm;          // watch only processes with this name
+  // Named targets may be JVMs whose loop threads get watched
+  // (mark_loop_threads); without it the kernel side is pruned of the check.
+  bool loop_threads = false;
   pid_t self_tgid = 0;
   WatchdogMode watchdog = WatchdogMode::Auto;
   HookKind hooks = HookKind::Auto;
@@ -84,6 +87,10 @@ class Detector {
   // instead of waiting in the perf ring: its Python frames must be read
   // while they still describe the sample. False when the map is full.
   bool set_eager(pid_t pid, bool on);
+  // A JVM among the targets: its threads that wait in epoll (NIO selectors)
+  // bound tasks like main threads do (cfg.loop_threads). False when the
+  // procs map is full or the option is off.
+  bool mark_loop_threads(pid_t pid);
   // Markers (cfg.markers): a begin or end program at a function's entry
   // (or return) at file offset `offset` of `binary`, or at a USDT probe,
   // in every process (pid -1). `cookie` is the marker's id and flags.
@@ -141,7 +148,7 @@ class Detector {
   int attached_ = 0;
   uint32_t tick_hz_ = 0;  // CONFIG_HZ, 0: unknown (every task's end reads the clock)
   bool stacks_ = false, offcpu_ = false, markers_ = false, state_in_task_ = false,
-       trampolines_ = false;
+       trampolines_ = false, loop_threads_ = false;
 };
 
 }  // namespace jankbpf

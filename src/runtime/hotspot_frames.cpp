@@ -724,6 +724,7 @@ void HotSpotWalker::name_frames(MemReader& mem, Walk& w, JavaCapture& out) {
       const Physical& p = phys[i];
       JavaFrame& f = frames[i];
       f.kind = p.kind;
+      f.jit = p.kind != JavaFrame::Kind::Interpreted;
       if (p.kind == JavaFrame::Kind::Stub) {
         f.name = p.stub.empty() ? "<stub>" : p.stub;
         continue;
@@ -781,6 +782,10 @@ JavaCapture HotSpotWalker::walk(MemReader& mem, uint64_t tid, const NativeStack&
   const uint64_t pc = s.pc & kUserAddrMask;
   const bool in_java = (pc >= code_lo_ && pc < code_hi_) || in_interpreter(pc);
   uint64_t start_pc = pc, start_sp = s.sp, start_fp = s.fp, thread = 0;
+  struct Start {
+    uint64_t pc, sp, fp;
+  };
+  std::vector<Start> starts;  // where the walk may begin, tried in order
   if (!in_java) {
     // Native code, the VM or the kernel: Java's frames start at the
     // thread's last Java frame.
@@ -799,17 +804,43 @@ JavaCapture HotSpotWalker::walk(MemReader& mem, uint64_t tid, const NativeStack&
     start_pc = get<uint64_t>(anchor, l_.anchor_pc);
     start_fp = get<uint64_t>(anchor, l_.anchor_fp);
     c.status = JavaCapture::Status::Ok;
-    if (!start_sp) {  // not in a Java call (a VM or GC thread, or one not started yet)
+    if (start_sp) {
+      starts.push_back({start_pc, start_sp, start_fp});
+    } else if (c.jvm.thread_state == l_.state_in_java) {
+      // Compiled code called a native leaf without leaving Java (no
+      // anchor: a math routine, clock_gettime for System.nanoTime): the
+      // walk starts at the return address into compiled code nearest the
+      // leaf in the copied stack -- one a call there has (a debug point),
+      // then believed only if the walk from it reaches the call stub.
+      Walk probe(mem, s);
+      const uint64_t end = s.sp + std::min<uint64_t>(s.stack.size(), kMaxLeafScanBytes);
+      for (uint64_t a = s.sp; a + 8 <= end && starts.size() < 3; a += 8) {
+        uint64_t v = 0;
+        if (!probe.stack.word(a, &v)) break;
+        v &= kUserAddrMask;
+        if (v < code_lo_ || v >= code_hi_ || in_interpreter(v)) continue;
+        const Blob* b = blob_at(mem, probe, v);
+        if (b && b->nmethod && scopes(mem, const_cast<Blob&>(*b), v, true)) starts.push_back({v, a + 8, s.fp});
+      }
+    }
+    if (starts.empty()) {  // not in a Java call (a VM or GC thread, or one not started yet)
       c.read_ns = monotonic_ns();
       return c;
     }
+  } else {
+    starts.push_back({start_pc, start_sp, start_fp});
   }
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  for (size_t attempt = 0, at = 0; attempt < 2 + starts.size(); ++attempt) {
     Walk w(mem, s);
     JavaCapture out = c;
-    uint64_t pc0 = start_pc;
-    if (!in_java && !pc0 && !w.stack.word(start_sp - 8, &pc0)) break;
-    walk_segment(mem, w, pc0, start_sp, start_fp, s.lr, in_java, out);
+    uint64_t pc0 = starts[at].pc;
+    if (!in_java && !pc0 && !w.stack.word(starts[at].sp - 8, &pc0)) break;
+    walk_segment(mem, w, pc0, starts[at].sp, starts[at].fp, s.lr, in_java, out);
+    // A start found by the scan must lead to the call stub; else the next.
+    if (!in_java && !start_sp && at + 1 < starts.size() && (out.segments.empty() || out.segments[0].cut)) {
+      ++at;
+      continue;
+    }
     // The cached blobs this walk relied on must still be what they were:
     // code unloaded and its memory reused reads differently here.
     std::sort(w.used_blobs.begin(), w.used_blobs.end());
@@ -835,7 +866,7 @@ JavaCapture HotSpotWalker::walk(MemReader& mem, uint64_t tid, const NativeStack&
         stale = true;
       }
     }
-    if (stale && attempt == 0) continue;  // walk again, reading those blobs anew
+    if (stale && attempt == 0) continue;  // walk again, reading those blobs anew (same start)
     name_frames(mem, w, out);
     c = std::move(out);
     c.status = JavaCapture::Status::Ok;

@@ -36,6 +36,7 @@ struct JavaFrame {
   std::string file;  // "File.java"; "" unknown
   uint32_t line = 0;  // 0: unknown
   int32_t bci = -1;   // -1: unknown
+  bool jit = false;   // in compiled code (an nmethod, a stub), not the interpreter
 };
 
 // Java frames between two stretches of native code: from the innermost
@@ -92,6 +93,7 @@ inline constexpr size_t kMaxStackReadBytes = 256 << 10;  // stack read live beyo
 inline constexpr size_t kMaxSegmapHops = 4096;
 inline constexpr size_t kMaxPcDescBytes = 512 << 10;
 inline constexpr size_t kMaxInlineDepth = 32;
+inline constexpr size_t kMaxLeafScanBytes = 4096;  // searched for a return into compiled code
 inline constexpr size_t kMaxJavaNameBytes = 512;
 inline constexpr size_t kMaxLineTableBytes = 64 << 10;
 // Per process.
