@@ -29,6 +29,7 @@
 #include "runtime/interleave.h"
 #include "runtime/mem_reader.h"
 #include "runtime/runtime_find.h"
+#include "report/sampled.h"
 #include "stack/tree.h"
 
 #include "fake_memory.h"
@@ -262,3 +263,238 @@ TEST_CASE("hotspot: a live JVM's frames, interpreted and compiled", "[hotspot][l
   }
 }
 #endif
+
+namespace {
+
+// A sample in Thread.sleep's native code: libc and libjvm frames, the
+// native walk through interpreted frames (by their frame pointers), then
+// the C++ that started the thread. The code cache is [0x7f00'0000'0000,
+// 0x7f00'1000'0000); its interpreter [0x7f00'0000'1000, 0x7f00'0001'0000).
+constexpr uint64_t kCodeLo = 0x7f0000000000, kCodeHi = 0x7f0010000000;
+constexpr uint64_t kInterpLo = 0x7f0000001000, kInterpHi = 0x7f0000010000;
+constexpr uint64_t kCallHelperRet = 0x7f7774828200;
+
+stack::Frame native(uint64_t pc, const char* sym, const char* module = "/usr/lib/jvm/lib/server/libjvm.so") {
+  stack::Frame f;
+  f.pc = pc;
+  f.symbol = sym;
+  f.module = module;
+  return f;
+}
+
+stack::Frame jit(uint64_t pc) {
+  stack::Frame f;
+  f.pc = pc;
+  f.flags = stack::kFrameJit;
+  return f;
+}
+
+stack::ResolvedStack sleep_stack() {
+  stack::ResolvedStack s;
+  s.frames = {native(0x7f7775585f16, "__futex_abstimed_wait_common", "/usr/lib/x86_64-linux-gnu/libc.so.6"),
+              native(0x7f7774c37008, "os::PlatformEvent::park(long)"),
+              native(0x7f777490e985, "JVM_Sleep"),
+              jit(0x7f0000002345),  // the interpreter, as the frame pointers led
+              jit(0x7f0000002400),
+              jit(0x7f0000002400),
+              native(kCallHelperRet, "JavaCalls::call_helper(...)"),
+              native(0x7f7774829952, "JavaCalls::call_virtual(...)"),
+              native(0x7f77755dd1f5, "start_thread", "/usr/lib/x86_64-linux-gnu/libc.so.6")};
+  return s;
+}
+
+JavaFrame jf(JavaFrame::Kind k, const char* name, const char* file, uint32_t line, bool jit = false) {
+  JavaFrame f;
+  f.kind = k;
+  f.name = name;
+  f.file = file;
+  f.line = line;
+  f.jit = jit;
+  return f;
+}
+
+JavaCapture sleep_capture() {
+  JavaCapture c;
+  c.status = JavaCapture::Status::Ok;
+  c.read_ns = 100;
+  c.code_lo = kCodeLo;
+  c.code_hi = kCodeHi;
+  JavaSegment seg;
+  seg.blob_lo = kInterpLo;
+  seg.blob_hi = kInterpHi;
+  seg.exit_pc = kCallHelperRet;
+  seg.frames = {jf(JavaFrame::Kind::Native, "java.lang.Thread.sleep", "Sleep.java", 0),
+                jf(JavaFrame::Kind::Interpreted, "Handlers.lookup", "LoopServer.java", 225),
+                jf(JavaFrame::Kind::Interpreted, "LoopServer$NioLoop.serve", "LoopServer.java", 121),
+                jf(JavaFrame::Kind::Interpreted, "java.lang.Thread.run", "Thread.java", 840)};
+  c.segments.push_back(seg);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("hotspot: Java frames replace the code cache's frames, the native walk resumes at the call stub's return",
+          "[hotspot]") {
+  auto s = sleep_stack();
+  RuntimeFrameStats st;
+  interleave_java(s, sleep_capture(), true, 1000, st);
+  std::vector<std::string> got;
+  for (const auto& f : s.frames) got.push_back(f.runtime + ":" + f.symbol);
+  INFO(Catch::Detail::stringify(got));
+  REQUIRE(s.frames.size() == 10);
+  CHECK(s.frames[2].symbol == "JVM_Sleep");
+  CHECK(s.frames[3].runtime == "java");
+  CHECK(s.frames[3].symbol == "java.lang.Thread.sleep");
+  CHECK(s.frames[3].file == "Native Method");  // as Java prints a native method
+  CHECK(s.frames[4].symbol == "Handlers.lookup");
+  CHECK(s.frames[4].file == "LoopServer.java");
+  CHECK(s.frames[4].line == 225);
+  CHECK_FALSE(s.frames[4].jit());  // interpreted
+  CHECK_FALSE(s.frames[4].has_module());
+  CHECK(s.frames[6].symbol == "java.lang.Thread.run");
+  CHECK(s.frames[7].symbol == "JavaCalls::call_helper(...)");
+  CHECK(s.frames[9].symbol == "start_thread");
+  CHECK(st.read == 4);
+  CHECK(st.unreadable == 0);
+  stack::StackTree tree;
+  tree.add(s);
+  const std::string text = tree.heaviest_stack();
+  CHECK(text.find("#03 at java.lang.Thread.sleep(Native Method)\n#04 at Handlers.lookup(LoopServer.java:225)\n") !=
+        std::string::npos);
+  CHECK(tree.fingerprint().find("java!Handlers.lookup (LoopServer.java)") != std::string::npos);
+}
+
+TEST_CASE("hotspot: compiled and inlined frames, stubs, a walk cut short, segments past a VM call", "[hotspot]") {
+  // The leaf in compiled code; the native walk's frame pointers go astray
+  // past it (no frame pointer in compiled code): its frames after the
+  // first code-cache one are not believed, and the Java frames stand.
+  stack::ResolvedStack s;
+  s.frames = {jit(0x7f0000200010), native(0x7f7774000001, "junk_from_a_stale_rbp"), jit(0x7f0000300000)};
+  s.stop = stack::UnwindStop::BadFrame;
+  JavaCapture c;
+  c.status = JavaCapture::Status::Ok;
+  c.read_ns = 1;
+  c.code_lo = kCodeLo;
+  c.code_hi = kCodeHi;
+  JavaSegment inner;
+  inner.blob_lo = 0x7f0000200000;
+  inner.blob_hi = 0x7f0000201000;
+  inner.exit_pc = kCallHelperRet;
+  inner.frames = {jf(JavaFrame::Kind::Compiled, "Handlers.render", "LoopServer.java", 206, true),
+                  jf(JavaFrame::Kind::Inlined, "Handlers.report", "LoopServer.java", 198, true),
+                  jf(JavaFrame::Kind::Compiled, "Handlers.serve", "LoopServer.java", 193, true),
+                  jf(JavaFrame::Kind::Stub, "I2C/C2I adapters", "", 0, true)};
+  JavaSegment outer;  // the Java frames that called into the VM, past the call stub
+  outer.blob_lo = kInterpLo;
+  outer.blob_hi = kInterpHi;
+  outer.frames = {jf(JavaFrame::Kind::Interpreted, "Main.main", "Main.java", 7)};
+  outer.cut = true;
+  c.segments = {inner, outer};
+  RuntimeFrameStats st;
+  interleave_java(s, c, true, 1000, st);
+  std::vector<std::string> got;
+  for (const auto& f : s.frames) got.push_back(f.symbol);
+  INFO(Catch::Detail::stringify(got));
+  REQUIRE(s.frames.size() == 6);
+  CHECK(s.frames[0].symbol == "Handlers.render");
+  CHECK(s.frames[0].jit());
+  CHECK(s.frames[1].inlined());
+  CHECK(s.frames[3].symbol == "[stub: I2C/C2I adapters]");
+  CHECK(s.frames[4].symbol == "Main.main");
+  CHECK(s.frames[5].symbol == kJavaUnreadable);  // where the cut walk stopped
+  CHECK(st.read == 5);
+  CHECK(st.unreadable == 1);
+  // Records: inlined and jit say so.
+  stack::StackTree tree;
+  tree.add(s);
+  CHECK(tree.heaviest_stack().find("at Handlers.report(LoopServer.java:198)") != std::string::npos);
+  CHECK(tree.heaviest_stack().find("at [stub: I2C/C2I adapters]") != std::string::npos);
+}
+
+TEST_CASE("hotspot: frames late, failed, or of another moment say so", "[hotspot]") {
+  // Read after the task ended; failed; the native walk entering the code
+  // cache elsewhere than the read's innermost frame (the thread moved on).
+  JavaCapture moved = sleep_capture();
+  moved.segments[0].blob_lo = 0x7f0000500000;
+  moved.segments[0].blob_hi = 0x7f0000501000;
+  JavaCapture failed{.status = JavaCapture::Status::Unreadable};
+  JavaCapture late{.status = JavaCapture::Status::Late};
+  const std::vector<std::pair<JavaCapture, uint64_t>> cases{
+      {moved, 1000}, {failed, 1000}, {late, 1000}, {sleep_capture(), 50 /* the task ended before the read at 100 */}};
+  for (const auto& [c, end] : cases) {
+    auto s = sleep_stack();
+    RuntimeFrameStats st;
+    interleave_java(s, c, true, end, st);
+    std::vector<std::string> got;
+    for (const auto& f : s.frames) got.push_back(f.symbol);
+    INFO(Catch::Detail::stringify(got));
+    REQUIRE(s.frames.size() == 7);
+    CHECK(s.frames[3].symbol == kJavaUnreadable);  // one for the run of three
+    CHECK(s.frames[4].symbol == "JavaCalls::call_helper(...)");
+    CHECK(st.unreadable == 1);
+    CHECK(st.read == 0);
+  }
+  // Not a JVM: nothing changes.
+  auto n = sleep_stack();
+  RuntimeFrameStats st;
+  interleave_java(n, JavaCapture{}, false, 1000, st);
+  CHECK(n.frames.size() == 9);
+}
+
+TEST_CASE("hotspot: a task is named after the application's innermost Java method", "[hotspot][naming]") {
+  auto java = [](const char* sym, const char* file) {
+    StackFrame f;
+    f.symbol = sym;
+    f.file = file;
+    f.runtime = "java";
+    return f;
+  };
+  StackFrame leaf;
+  leaf.symbol = "JVM_Sleep";
+  TaskRecord r;
+  r.stack = {leaf, java("java.lang.Thread.sleep", "Native Method"), java("[stub: StubRoutines (1)]", ""),
+             java("com.example.Handlers.lookup", "Handlers.java:12"), java("sun.net.httpserver.ServerImpl$Exchange.run", "")};
+  name_runnable_from_runtime(r);
+  CHECK(r.runnable_name == "com.example.Handlers.lookup");
+  // The JDK's own frames only (java., jdk., sun., com.sun.): the innermost.
+  TaskRecord j;
+  j.stack = {java("jdk.internal.misc.Unsafe.park", "Native Method"), java("java.lang.Thread.run", "Thread.java:840")};
+  name_runnable_from_runtime(j);
+  CHECK(j.runnable_name == "jdk.internal.misc.Unsafe.park");
+  // Unreadable: no name rather than an outer frame's.
+  TaskRecord u;
+  u.stack = {java(kJavaUnreadable, ""), java("com.example.Main.main", "Main.java:3")};
+  name_runnable_from_runtime(u);
+  CHECK(u.runnable_name.empty());
+}
+
+TEST_CASE("hotspot: flame graphs, Perfetto and reports name Java frames as the stack log does", "[hotspot][report]") {
+  stack::Frame f;
+  f.runtime = "java";
+  f.symbol = "com.example.Handlers.render";
+  f.file = "Handlers.java";
+  f.line = 42;
+  CHECK(report::frame_name(f) == "at com.example.Handlers.render(Handlers.java:42)");
+  f.file = "Native Method";
+  f.line = 0;
+  CHECK(report::frame_name(f) == "at com.example.Handlers.render(Native Method)");
+  f.file.clear();  // a hidden class's lambda: no source file
+  CHECK(report::frame_name(f) == "at com.example.Handlers.render(Unknown Source)");
+  // After the fact, from the stack log's text: the same names.
+  for (const char* text : {"at com.example.Handlers.render(Handlers.java:42)", "at java.lang.Thread.sleep(Native Method)",
+                           "at Main$$Lambda$14/0x0000000800c01200.run(Unknown Source)", "at [java: unreadable]",
+                           "at [stub: I2C/C2I adapters]"}) {
+    SampledFrame sf;
+    char wait = 0;
+    REQUIRE(report::parse_log_frame(text, &sf, &wait));
+    CHECK(sf.name == text);
+    CHECK(sf.module == "[java]");
+  }
+  // JavaScript's forms stay theirs.
+  SampledFrame js;
+  char wait = 0;
+  REQUIRE(report::parse_log_frame("at (anonymous) (/srv/app.js:11:34)", &js, &wait));
+  CHECK(js.name == "(anonymous)");
+  REQUIRE(report::parse_log_frame("at (anonymous)", &js, &wait));
+  CHECK(js.module == "[jit]");
+}
