@@ -1,5 +1,6 @@
 #include "runtime/hotspot_layout.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace jankbpf::runtime {
@@ -10,6 +11,27 @@ namespace {
 class Names {
  public:
   explicit Names(MemReader& mem) : mem_(mem) {}
+  // Reads the names at `addrs` ahead, 64 bytes each in batched calls (a
+  // JVM's tables have some 1,500 of them); those longer, or at the end of
+  // a mapping, are read one by one by get().
+  void prefetch(std::vector<uint64_t> addrs) {
+    std::sort(addrs.begin(), addrs.end());
+    addrs.erase(std::unique(addrs.begin(), addrs.end()), addrs.end());
+    constexpr size_t kBatch = 512, kLen = 64;
+    std::vector<char> buf(kBatch * kLen);
+    for (size_t i = 0; i < addrs.size(); i += kBatch) {
+      std::vector<MemReader::Op> ops;
+      for (size_t k = i; k < std::min(addrs.size(), i + kBatch); ++k)
+        if (addrs[k] && !cache_.count(addrs[k])) ops.push_back({addrs[k], buf.data() + (k - i) * kLen, kLen});
+      mem_.read_batch(ops);
+      for (const auto& o : ops) {
+        if (!o.ok) continue;
+        const char* p = static_cast<const char*>(o.out);
+        const char* z = static_cast<const char*>(std::memchr(p, 0, kLen));
+        if (z && cache_.size() < 4 * kMaxVmTableEntries) cache_.emplace(o.addr, std::string(p, static_cast<size_t>(z - p)));
+      }
+    }
+  }
   bool get(uint64_t addr, std::string& out) {
     auto it = cache_.find(addr);
     if (it != cache_.end()) {
@@ -48,9 +70,27 @@ T at(const std::vector<uint8_t>& b, size_t off) {
 
 // Entries of one table, `stride` bytes each, up to the one whose name
 // pointer (at `name_off`) is null; `each` gets every entry's bytes.
+// The entries of one table, each `stride` bytes, up to the one whose name
+// pointer (at `name_off`) is null.
+bool entries_of(MemReader& mem, uint64_t base, uint64_t stride, uint64_t name_off,
+                std::vector<std::vector<uint8_t>>& out, std::string* why, const char* table);
+
 template <typename Each>
-bool for_entries(MemReader& mem, uint64_t base, uint64_t stride, uint64_t name_off, Each each, std::string* why,
-                 const char* table) {
+bool for_entries(MemReader& mem, Names& names, uint64_t base, uint64_t stride, uint64_t name_off,
+                 std::initializer_list<uint64_t> string_offs, Each each, std::string* why, const char* table) {
+  std::vector<std::vector<uint8_t>> all;
+  if (!entries_of(mem, base, stride, name_off, all, why, table)) return false;
+  std::vector<uint64_t> strings;
+  for (const auto& e : all)
+    for (uint64_t off : string_offs) strings.push_back(at<uint64_t>(e, off));
+  names.prefetch(std::move(strings));
+  for (const auto& e : all)
+    if (!each(e)) return false;
+  return true;
+}
+
+bool entries_of(MemReader& mem, uint64_t base, uint64_t stride, uint64_t name_off,
+                std::vector<std::vector<uint8_t>>& out, std::string* why, const char* table) {
   if (!base || stride == 0 || stride > 256 || name_off + 8 > stride) {
     if (why) *why = std::string("HotSpot ") + table + " table missing or malformed";
     return false;
@@ -70,7 +110,7 @@ bool for_entries(MemReader& mem, uint64_t base, uint64_t stride, uint64_t name_o
       std::vector<uint8_t> e(buf.begin() + static_cast<ptrdiff_t>(k * stride),
                              buf.begin() + static_cast<ptrdiff_t>((k + 1) * stride));
       if (at<uint64_t>(e, name_off) == 0) return true;
-      if (!each(e)) return false;
+      out.push_back(std::move(e));
     }
     if (got < kChunk) i -= kChunk - got;
   }
@@ -115,7 +155,7 @@ std::optional<VmTables> read_vm_tables(MemReader& mem, const HotSpotExports& ex,
                  s_static = *need("StructEntryIsStaticOffset"), s_off = *need("StructEntryOffsetOffset"),
                  s_addr = *need("StructEntryAddressOffset");
   bool ok = for_entries(
-      mem, *need("Structs"), *need("StructEntryArrayStride"), s_type,
+      mem, names, *need("Structs"), *need("StructEntryArrayStride"), s_type, {s_type, s_field},
       [&](const std::vector<uint8_t>& e) {
         if (!names.get(at<uint64_t>(e, s_type), type)) return false;
         uint64_t fp = at<uint64_t>(e, s_field);
@@ -132,7 +172,7 @@ std::optional<VmTables> read_vm_tables(MemReader& mem, const HotSpotExports& ex,
   if (!ok) return std::nullopt;
   const uint64_t t_name = *need("TypeEntryTypeNameOffset"), t_size = *need("TypeEntrySizeOffset");
   ok = for_entries(
-      mem, *need("Types"), *need("TypeEntryArrayStride"), t_name,
+      mem, names, *need("Types"), *need("TypeEntryArrayStride"), t_name, {t_name},
       [&](const std::vector<uint8_t>& e) {
         if (!names.get(at<uint64_t>(e, t_name), type)) return false;
         t.sizes.emplace(type, at<uint64_t>(e, t_size));
@@ -146,7 +186,7 @@ std::optional<VmTables> read_vm_tables(MemReader& mem, const HotSpotExports& ex,
                    c_value = *need((k + "ConstantEntryValueOffset").c_str());
     const bool is_int = k == "Int";
     ok = for_entries(
-        mem, *need((k + "Constants").c_str()), *need((k + "ConstantEntryArrayStride").c_str()), c_name,
+        mem, names, *need((k + "Constants").c_str()), *need((k + "ConstantEntryArrayStride").c_str()), c_name, {c_name},
         [&](const std::vector<uint8_t>& e) {
           if (!names.get(at<uint64_t>(e, c_name), type)) return false;
           int64_t value = is_int ? at<int32_t>(e, c_value) : static_cast<int64_t>(at<uint64_t>(e, c_value));

@@ -125,6 +125,9 @@ const std::string& hsspin_classes() {
   return dir;
 }
 
+// The last thread of pid named `name` other than pid itself (the java
+// launcher's first thread only waits for the JVM's main thread, which
+// keeps the name "java").
 pid_t thread_named(pid_t pid, const std::string& name) {
   std::string task = "/proc/" + std::to_string(pid) + "/task";
   DIR* d = opendir(task.c_str());
@@ -135,7 +138,7 @@ pid_t thread_named(pid_t pid, const std::string& name) {
     std::ifstream in(task + "/" + e->d_name + "/comm");
     std::string comm;
     std::getline(in, comm);
-    if (comm == name) found = static_cast<pid_t>(std::atoi(e->d_name));
+    if (comm == name && std::atoi(e->d_name) != pid) found = static_cast<pid_t>(std::atoi(e->d_name));
   }
   closedir(d);
   return found;
@@ -498,3 +501,68 @@ TEST_CASE("hotspot: flame graphs, Perfetto and reports name Java frames as the s
   REQUIRE(report::parse_log_frame("at (anonymous)", &js, &wait));
   CHECK(js.module == "[jit]");
 }
+
+#if defined(__x86_64__)
+namespace {
+
+// Walks one sample of `tid` 5,000 times against the live JVM and prints
+// the cost the ring thread pays for it.
+void bench_line(const char* label, JvmChild& jvm, pid_t tid, double find_ms, const HotSpotTarget& t) {
+  jvm.tid = tid;
+  jvm.stop_and_sample();
+  jvm.resume();
+  ProcessMemory mem(jvm.pid);
+  HotSpotWalker w(t.layout, t.syms, false);
+  auto t0 = std::chrono::steady_clock::now();
+  JavaCapture first = w.walk(mem, static_cast<uint64_t>(tid), jvm.sample);
+  double cold_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(first.status == JavaCapture::Status::Ok);
+  REQUIRE(first.frames() >= 2);
+  size_t interp = 0, compiled = 0, unreadable = 0;
+  for (const auto& s : first.segments)
+    for (const auto& f : s.frames)
+      (f.kind == JavaFrame::Kind::Unreadable ? unreadable : f.jit ? compiled : interp)++;
+  constexpr int kRuns = 5000;
+  std::vector<double> us;
+  uint64_t reads0 = mem.reads();
+  for (int i = 0; i < kRuns; ++i) {
+    auto a = std::chrono::steady_clock::now();
+    JavaCapture c = w.walk(mem, static_cast<uint64_t>(tid), jvm.sample);
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
+    REQUIRE(c.frames() == first.frames());
+  }
+  std::sort(us.begin(), us.end());
+  auto pct = [&](double p) { return us[static_cast<size_t>(p * (us.size() - 1))]; };
+  std::printf("[%s] /usr/bin/java, %zu frames: runtime found in %.2f ms; cold first read %.1f us; "
+              "warm p50 %.1f us, p99 %.1f us, max %.1f us; %.1f reads per capture; "
+              "%zu interpreted, %zu compiled, %zu unreadable\n",
+              label, first.frames(), find_ms, cold_us, pct(0.5), pct(0.99), us.back(),
+              static_cast<double>(mem.reads() - reads0) / kRuns, interp, compiled, unreadable);
+}
+
+}  // namespace
+
+// Not run by default: `build/jankbpf-unit "[hotspot-bench]"` prints the cost
+// of reading one sample's Java frames (what the ring thread pays): a
+// compiled leaf (registers), then a thread in native code (its anchor:
+// the JVM's thread list looked up, Thread.sleep's frames), then -Xint.
+TEST_CASE("bench: Java frame read per sample", "[.][hotspot-bench]") {
+  SKIP_UNLESS(!java_bin("java").empty() && !java_bin("javac").empty(), "no java/javac");
+  const std::string& cp = hsspin_classes();
+  {
+    JvmChild jvm({java_bin("java"), "-cp", cp, "HsSpin", "3000"});
+    RuntimeFinder finder;
+    auto t0 = std::chrono::steady_clock::now();
+    auto found = finder.find(jvm.pid, nullptr);
+    double find_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    REQUIRE(found.java);
+    bench_line("hotspot-bench", jvm, jvm.tid, find_ms, *found.java);
+    bench_line("hotspot-bench:native-leaf", jvm, thread_named(jvm.pid, "java"), find_ms, *found.java);
+  }
+  JvmChild jvm({java_bin("java"), "-Xint", "-cp", cp, "HsSpin", "300"});
+  RuntimeFinder finder;
+  auto found = finder.find(jvm.pid, nullptr);
+  REQUIRE(found.java);
+  bench_line("hotspot-bench:interpreted", jvm, jvm.tid, 0, *found.java);
+}
+#endif
