@@ -566,3 +566,218 @@ TEST_CASE("bench: Java frame read per sample", "[.][hotspot-bench]") {
   bench_line("hotspot-bench:interpreted", jvm, jvm.tid, 0, *found.java);
 }
 #endif
+
+// --- captured samples, replayed offline ------------------------------------
+//
+// A fixture holds, per sample, the JVM's tables (the entries the layout
+// reads), the registers and stack copy of one thread, every read of the
+// process's memory the walk made, and the frames it found. Replayed with
+// no JVM (and under qemu by `make arm64-check`): the same frames from the
+// same bytes, cold and then warm.
+namespace {
+
+constexpr const char* kHotspotFixtures[] = {"tests/fixtures/hotspot/jdk17-x86_64.json",
+                                            "tests/fixtures/hotspot/jdk17-aarch64.json"};
+
+std::vector<uint8_t> unhex(const std::string& s) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i + 1 < s.size(); i += 2)
+    out.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+std::string hex(const uint8_t* p, size_t n) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += d[p[i] >> 4], s += d[p[i] & 15];
+  return s;
+}
+
+const char* kind_name(JavaFrame::Kind k) {
+  switch (k) {
+    case JavaFrame::Kind::Interpreted: return "interpreted";
+    case JavaFrame::Kind::Compiled: return "compiled";
+    case JavaFrame::Kind::Inlined: return "inlined";
+    case JavaFrame::Kind::Native: return "native";
+    case JavaFrame::Kind::Stub: return "stub";
+    default: return "unreadable";
+  }
+}
+
+// The table entries hotspot_layout_from() can ask for: the types it names.
+bool layout_entry(const std::string& name) {
+  static const char* const kPrefixes[] = {
+      "CodeCache::", "CodeHeap::", "VirtualSpace::", "HeapBlock", "StubQueue::", "CodeBlob", "CompiledMethod::",
+      "nmethod", "PcDesc", "Method::", "Method", "ConstMethod", "ConstantPool", "InstanceKlass::_source",
+      "Klass::_name", "Symbol::", "ThreadsSMRSupport::", "ThreadsList::", "JavaThread::", "Thread::_osthread",
+      "OSThread::", "JavaFrameAnchor::", "JavaCallWrapper::", "GrowableArray", "GenericGrowableArray",
+      "AbstractInterpreter::", "StubRoutines::_call_stub_return_address", "Abstract_VM_Version::_vm_major_version",
+      "Universe::_collectedHeap", "frame::", "_thread_", "InvocationEntryBci", "CodeBlobKind::"};
+  for (const char* p : kPrefixes)
+    if (name.starts_with(p)) return true;
+  return false;
+}
+
+nlohmann::json tables_json(const VmTables& t) {
+  nlohmann::json j;
+  for (const auto& [k, f] : t.fields)
+    if (layout_entry(k)) j["fields"][k] = {f.offset, f.address, f.is_static};
+  for (const auto& [k, v] : t.sizes)
+    if (layout_entry(k)) j["sizes"][k] = v;
+  for (const auto& [k, v] : t.constants)
+    if (layout_entry(k)) j["constants"][k] = v;
+  return j;
+}
+
+VmTables tables_from(const nlohmann::json& j) {
+  VmTables t;
+  for (auto& [k, v] : j["fields"].items())
+    t.fields[k] = {v[0].get<uint64_t>(), v[1].get<uint64_t>(), v[2].get<bool>()};
+  for (auto& [k, v] : j["sizes"].items()) t.sizes[k] = v.get<uint64_t>();
+  for (auto& [k, v] : j["constants"].items()) t.constants[k] = v.get<int64_t>();
+  return t;
+}
+
+nlohmann::json frames_json(const JavaCapture& c) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : c.segments)
+    for (const auto& f : s.frames)
+      out.push_back({{"kind", kind_name(f.kind)}, {"name", f.name}, {"file", f.file}, {"line", f.line}, {"bci", f.bci}});
+  return out;
+}
+
+}  // namespace
+
+#if defined(__x86_64__)
+namespace {
+
+// Records what a live walk reads, so that walk can be replayed offline.
+class RecordingMemory final : public MemReader {
+ public:
+  explicit RecordingMemory(MemReader& live) : live_(live) {}
+  bool read(uint64_t addr, void* out, size_t len) override {
+    bool ok = live_.read(addr, out, len);
+    if (ok) reads.push_back({addr, std::vector<uint8_t>(static_cast<uint8_t*>(out), static_cast<uint8_t*>(out) + len)});
+    return ok;
+  }
+  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> reads;
+
+ private:
+  MemReader& live_;
+};
+
+}  // namespace
+
+// Not run by default: `build/jankbpf-unit "[hotspot-capture]"` writes
+// tests/fixtures/hotspot/jdk17-x86_64.json from live JVMs (Debian's
+// OpenJDK 17, no flags but -Xint for the interpreted sample): a compiled
+// leaf, a thread in native code (Thread.sleep), an interpreted leaf.
+TEST_CASE("capture: live JVM samples as a fixture", "[.][hotspot-capture]") {
+  SKIP_UNLESS(!java_bin("java").empty() && !java_bin("javac").empty(), "no java/javac");
+  const std::string& cp = hsspin_classes();
+  nlohmann::json doc;
+  doc["what"] = "Debian's OpenJDK 17 (x86_64) running tests/apps/java/HsSpin.java, threads stopped once with ptrace";
+  doc["arch"] = "x86_64";
+  auto add = [&](JvmChild& jvm, pid_t tid, const char* what) {
+    std::string path;
+    {
+      std::ifstream in("/proc/" + std::to_string(jvm.pid) + "/maps");
+      std::string line;
+      while (std::getline(in, line))
+        if (line.ends_with("/libjvm.so")) path = line.substr(line.find('/'));
+    }
+    RuntimeFinder finder;
+    auto found = finder.find(jvm.pid, nullptr);
+    REQUIRE(found.java);
+    // The tables again, through the exports (as the finder read them).
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    auto syms = runtime_symbols_of(fd);
+    ::close(fd);
+    REQUIRE(syms);
+    uint64_t base = 0;
+    {
+      std::ifstream in("/proc/" + std::to_string(jvm.pid) + "/maps");
+      std::string line;
+      while (std::getline(in, line))
+        if (line.ends_with("/libjvm.so") && line.find(" 00000000 ") != std::string::npos) {
+          base = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
+          break;
+        }
+    }
+    REQUIRE(base);
+    HotSpotExports ex;
+    for (const auto& [n, a] : syms->hotspot) ex[n] = a + base - syms->loads.front().vaddr;
+    ProcessMemory live(jvm.pid);
+    auto tables = read_vm_tables(live, ex, nullptr);
+    REQUIRE(tables);
+    jvm.tid = tid;
+    jvm.stop_and_sample();
+    RecordingMemory rec(live);
+    HotSpotWalker w(found.java->layout, {}, false);
+    JavaCapture c = w.walk(rec, static_cast<uint64_t>(tid), jvm.sample);
+    jvm.resume();
+    REQUIRE(c.status == JavaCapture::Status::Ok);
+    nlohmann::json s;
+    s["what"] = what;
+    s["tables"] = tables_json(*tables);
+    s["tid"] = tid;
+    s["pc"] = jvm.sample.pc;
+    s["sp"] = jvm.sample.sp;
+    s["fp"] = jvm.sample.fp;
+    s["lr"] = jvm.sample.lr;
+    s["bcp"] = jvm.sample.interp_bcp;
+    s["stack"] = hex(jvm.stack.data(), jvm.stack.size());
+    for (const auto& [a, b] : rec.reads) s["reads"].push_back({{"addr", a}, {"bytes", hex(b.data(), b.size())}});
+    s["frames"] = frames_json(c);
+    doc["samples"].push_back(s);
+  };
+  {
+    JvmChild jvm({java_bin("java"), "-cp", cp, "HsSpin", "3000"});
+    add(jvm, jvm.tid, "compiled: hs-spin in work() <- helper() (inlined) <- middle(), by its registers");
+    add(jvm, thread_named(jvm.pid, "java"), "native: the main thread in Thread.sleep, from its last Java frame");
+  }
+  {
+    JvmChild jvm({java_bin("java"), "-Xint", "-cp", cp, "HsSpin", "300"});
+    add(jvm, jvm.tid, "interpreted (-Xint): hs-spin in work(), its bcp in r13");
+  }
+  std::ofstream(kHotspotFixtures[0]) << doc.dump(1) << "\n";
+}
+#endif
+
+TEST_CASE("hotspot: captured JVM samples replayed: the same frames from the same bytes", "[hotspot][fixture]") {
+  size_t replayed = 0;
+  for (const char* path : kHotspotFixtures) {
+    std::ifstream in(path);
+    if (!in && std::string(path).find("aarch64") != std::string::npos) continue;  // see README: not captured
+    REQUIRE(in);  // checked in: tests/fixtures/hotspot/
+    auto doc = nlohmann::json::parse(in);
+    const bool arm64 = doc["arch"] == "aarch64";
+    for (const auto& s : doc["samples"]) {
+      INFO(path << ": " << s["what"].get<std::string>());
+      std::string why;
+      auto layout = hotspot_layout_from(tables_from(s["tables"]), &why);
+      INFO(why);
+      REQUIRE(layout);
+      FakeMemory mem;
+      for (const auto& r : s["reads"]) {
+        auto bytes = unhex(r["bytes"].get<std::string>());
+        auto& region = mem.region(r["addr"].get<uint64_t>(), bytes.size());
+        std::copy(bytes.begin(), bytes.end(), region.begin());
+      }
+      auto stack = unhex(s["stack"].get<std::string>());
+      NativeStack ns{s["pc"].get<uint64_t>(), s["sp"].get<uint64_t>(), s["fp"].get<uint64_t>(), stack,
+                     s["lr"].get<uint64_t>(), s["bcp"].get<uint64_t>()};
+      HotSpotWalker w(*layout, {}, arm64);
+      for (int warm = 0; warm < 2; ++warm) {
+        INFO((warm ? "warm" : "cold"));
+        JavaCapture c = w.walk(mem, s["tid"].get<uint64_t>(), ns);
+        REQUIRE(c.status == JavaCapture::Status::Ok);
+        CHECK(frames_json(c) == s["frames"]);
+      }
+      CHECK(s["frames"].size() >= 2);
+      ++replayed;
+    }
+  }
+  CHECK(replayed >= 3);
+}
