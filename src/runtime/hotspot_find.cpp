@@ -59,14 +59,17 @@ std::unique_ptr<HotSpotTarget> hotspot_target(MemReader& mem, const HotSpotExpor
                                               std::string* why) {
   auto tables = read_vm_tables(mem, exports, why);
   if (!tables) return nullptr;
-  auto layout = hotspot_layout_from(*tables, why);
+#if defined(__aarch64__)
+  const bool arm64 = true;
+#else
+  const bool arm64 = false;
+#endif
+  auto layout = hotspot_layout_from(*tables, arm64, why);
   if (!layout) return nullptr;
   auto t = std::make_unique<HotSpotTarget>();
   t->layout = *layout;
   t->syms = std::move(syms);
-#if defined(__aarch64__)
-  t->arm64 = true;
-#endif
+  t->arm64 = arm64;
   // The release string, for the log line: a char* static.
   auto it = tables->fields.find("Abstract_VM_Version::_s_vm_release");
   uint64_t p = 0;

@@ -28,7 +28,8 @@ struct HotSpotTarget {
 void jvm_symtab(Elf* elf, JvmSymbols& out);
 
 // The tables read through `mem` (the live process) at the exports' process
-// addresses, and `syms` already moved by the load bias. nullptr, with `why`.
+// addresses, and `syms` already moved by the load bias; the JVM's port is
+// jankbpf's own. nullptr, with `why`.
 std::unique_ptr<HotSpotTarget> hotspot_target(MemReader& mem, const HotSpotExports& exports, JvmSymbols syms,
                                               std::string* why);
 

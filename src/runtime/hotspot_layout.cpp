@@ -203,7 +203,7 @@ std::optional<VmTables> read_vm_tables(MemReader& mem, const HotSpotExports& ex,
   return t;
 }
 
-std::optional<HotSpotLayout> hotspot_layout_from(const VmTables& t, std::string* why) {
+std::optional<HotSpotLayout> hotspot_layout_from(const VmTables& t, bool arm64, std::string* why) {
   std::string missing;
   auto field = [&](std::initializer_list<const char*> names, bool required = true) -> const VmTables::Field* {
     for (const char* n : names) {
@@ -338,10 +338,11 @@ std::optional<HotSpotLayout> hotspot_layout_from(const VmTables& t, std::string*
   // The interpreter's frame: the method slot is next below last_sp on every
   // port (x86_64, aarch64: -3); the bcp slot moved between releases and
   // ports, so the walker finds it by where it points (hotspot_frames.cpp).
-  l.interp_sender_sp = static_cast<int32_t>(constant({"frame::interpreter_frame_sender_sp_offset"}, 1));
-  int64_t last_sp = constant({"frame::interpreter_frame_last_sp_offset"}, 1);
+  const int64_t port_default = arm64 ? -8 : 1;  // x86_64 exports it: 1 (not negative) if missing
+  l.interp_sender_sp = static_cast<int32_t>(constant({"frame::interpreter_frame_sender_sp_offset"}, arm64 ? -1 : 1));
+  int64_t last_sp = constant({"frame::interpreter_frame_last_sp_offset"}, arm64 ? -2 : 1);
   l.interp_method = static_cast<int32_t>(last_sp - 1);
-  l.entry_call_wrapper = static_cast<int32_t>(constant({"frame::entry_frame_call_wrapper_offset"}, 1));
+  l.entry_call_wrapper = static_cast<int32_t>(constant({"frame::entry_frame_call_wrapper_offset"}, port_default));
   if ((l.interp_sender_sp >= 0 || last_sp >= 0 || l.entry_call_wrapper >= 0) && missing.empty())
     missing = "frame::interpreter_frame_* / entry_frame_call_wrapper_offset";
   l.state_blocked = static_cast<int32_t>(constant({"_thread_blocked"}, 10));

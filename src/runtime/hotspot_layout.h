@@ -114,7 +114,10 @@ struct HotSpotLayout {
 };
 
 // The layout from the tables; nullopt, with `why`, when a field the walk
-// needs is missing.
-std::optional<HotSpotLayout> hotspot_layout_from(const VmTables& t, std::string* why);
+// needs is missing. `arm64`: the JVM's port, for the frame constants the
+// aarch64 port does not export (its frame_aarch64.hpp's, the same from 11
+// to 25: interpreter sender sp -1, last sp -2, entry frame's call wrapper
+// -8; x86_64 exports them).
+std::optional<HotSpotLayout> hotspot_layout_from(const VmTables& t, bool arm64, std::string* why);
 
 }  // namespace jankbpf::runtime
