@@ -39,6 +39,7 @@ max_len() {
     fuzz_stack_tree|fuzz_json_sink) echo 4096 ;;
     fuzz_python_frames) echo 16384 ;;  # a few thread states, frames, code objects
     fuzz_kernel_funcs) echo 32768 ;;  # a BTF blob of a few hundred types
+    fuzz_hotspot_frames) echo 32768 ;;  # registers, a stack copy, a small JVM's memory
   esac
 }
 
