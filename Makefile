@@ -206,7 +206,8 @@ FUZZ_LIBS_fuzz_stack_tree := -lelf -ldw -lz -lpthread
 FUZZ_SRCS_fuzz_json_sink := output/json_output util/safe_open util/clock
 FUZZ_SRCS_fuzz_python_frames := runtime/python_frames runtime/python_layout
 FUZZ_SRCS_fuzz_v8_frames := runtime/v8_frames runtime/v8_layout util/clock
-FUZZ_SRCS_fuzz_hotspot_frames := runtime/hotspot_frames runtime/hotspot_layout util/clock
+FUZZ_SRCS_fuzz_hotspot_frames := runtime/hotspot_frames runtime/hotspot_methods runtime/hotspot_threads \
+	runtime/hotspot_streams runtime/hotspot_layout util/clock
 FUZZ_SRCS_fuzz_kernel_funcs := bpf/kernel_funcs
 FUZZ_LIBS_fuzz_kernel_funcs := -lbpf -lelf -lz
 

@@ -10,7 +10,7 @@
 namespace jankbpf::runtime {
 namespace {
 
-constexpr uint64_t kMaxSymtabBytes = 64u << 20;
+constexpr uint64_t kMaxSymtabBytes = 16u << 20;  // libjvm 17-25: 1.7 MB of symbols, 3.3 MB of names
 constexpr size_t kMaxVmOps = 1024;
 
 }  // namespace

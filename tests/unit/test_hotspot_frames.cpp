@@ -113,7 +113,7 @@ std::string java_bin(const char* tool) {
 }
 
 // HsSpin.java compiled once per run, into a temporary directory.
-const std::string& hsspin_classes() {
+[[maybe_unused]] const std::string& hsspin_classes() {
   static std::string dir;
   if (!dir.empty()) return dir;
   char tmpl[] = "/tmp/jankbpf-hs-XXXXXX";
@@ -174,7 +174,7 @@ struct JvmChild {
   void resume() { ptrace(PTRACE_DETACH, tid, nullptr, nullptr); }
 };
 
-std::vector<std::string> names(const JavaCapture& c) {
+[[maybe_unused]] std::vector<std::string> names(const JavaCapture& c) {
   std::vector<std::string> out;
   for (const auto& s : c.segments)
     for (const auto& f : s.frames) {
@@ -586,7 +586,7 @@ std::vector<uint8_t> unhex(const std::string& s) {
   return out;
 }
 
-std::string hex(const uint8_t* p, size_t n) {
+[[maybe_unused]] std::string hex(const uint8_t* p, size_t n) {
   static const char* d = "0123456789abcdef";
   std::string s;
   for (size_t i = 0; i < n; ++i) s += d[p[i] >> 4], s += d[p[i] & 15];
@@ -618,7 +618,7 @@ bool layout_entry(const std::string& name) {
   return false;
 }
 
-nlohmann::json tables_json(const VmTables& t) {
+[[maybe_unused]] nlohmann::json tables_json(const VmTables& t) {
   nlohmann::json j;
   for (const auto& [k, f] : t.fields)
     if (layout_entry(k)) j["fields"][k] = {f.offset, f.address, f.is_static};
