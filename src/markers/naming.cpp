@@ -54,8 +54,8 @@ void name_runnable_from_stack(TaskRecord& r) {
     if (f.kernel || f.inlined) continue;
     if (!f.jit && f.module_index == runtime_module) continue;
     if (runtime_internal(f)) continue;
-    if (f.runtime == "js" && !f.symbol.empty() && f.symbol.front() != '[') {
-      r.runnable_name = js_name(f);
+    if ((f.runtime == "js" || f.runtime == "java") && !f.symbol.empty() && f.symbol.front() != '[') {
+      r.runnable_name = f.runtime == "js" ? js_name(f) : f.symbol;
       return;
     }
     if (!f.symbol.empty() && f.runtime.empty()) {
