@@ -193,7 +193,7 @@ FUZZ_CXXFLAGS := -std=c++20 -O2 -g -fno-omit-frame-pointer $(FUZZ_SAN) \
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_maps fuzz_perf_map fuzz_perf_sample fuzz_config fuzz_elf_notes \
 	fuzz_marker_spec fuzz_stack_tree fuzz_json_sink fuzz_python_frames fuzz_v8_frames fuzz_kernel_funcs \
-	fuzz_stack_log fuzz_report_jsonl
+	fuzz_stack_log fuzz_report_jsonl fuzz_hotspot_frames
 # What each target links, beyond its harness (src/ paths without .cpp).
 FUZZ_SRCS_fuzz_maps := stack/maps util/safe_open
 FUZZ_SRCS_fuzz_perf_map := stack/perf_map stack/maps util/safe_open
@@ -209,6 +209,8 @@ FUZZ_LIBS_fuzz_stack_tree := -lelf -ldw -lz -lpthread
 FUZZ_SRCS_fuzz_json_sink := output/json_output util/safe_open util/clock
 FUZZ_SRCS_fuzz_python_frames := runtime/python_frames runtime/python_layout
 FUZZ_SRCS_fuzz_v8_frames := runtime/v8_frames runtime/v8_layout util/clock
+FUZZ_SRCS_fuzz_hotspot_frames := runtime/hotspot_frames runtime/hotspot_methods runtime/hotspot_threads \
+	runtime/hotspot_streams runtime/hotspot_layout util/clock
 FUZZ_SRCS_fuzz_kernel_funcs := bpf/kernel_funcs
 FUZZ_LIBS_fuzz_kernel_funcs := -lbpf -lelf -lz
 # `jankbpf report`'s readers (issue 26): stack logs, and JSON lines.

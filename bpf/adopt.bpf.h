@@ -45,7 +45,11 @@ static __always_inline void adopt_task(struct task_struct *task)
 	__u32 wait;
 	long st;
 
-	if (!eligible_thread((__u64)tgid << 32 | tid))
+	__u64 id = (__u64)tgid << 32 | tid;
+	bool main_rule = eligible_thread(id);
+
+	/* Not a main thread: only a marked process's loop threads may be. */
+	if (!main_rule && !(loop_threads_possible && loop_thread_procs))
 		return;
 	/* Kernel threads have no user registers; the dying no next task. */
 	if ((task->flags & JB_PF_KTHREAD) || task->exit_state)
@@ -60,7 +64,7 @@ static __always_inline void adopt_task(struct task_struct *task)
 		return;
 	fresh.wait_regs_nr = JB_REGS_SYSCALL_NR(regs);
 	wait = wait_in_regs(task, fresh.wait_regs_nr);
-	if (!wait)
+	if (!wait || (!main_rule && !eligible_wait(id, wait - 1)))
 		return;
 	leader = task->group_leader;
 	if (!watch_process(leader, tgid))

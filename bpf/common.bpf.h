@@ -43,7 +43,9 @@ static __always_inline struct jb_thread *sched_thread_of(bool btf, struct task_s
 							 __u32 *tid)
 {
 	*tid = TASK_FIELD(btf, task, pid);
-	if (!all_threads && *tid != TASK_FIELD(btf, task, tgid))
+	/* A JVM's loop threads are tracked too: then the lookup decides. */
+	if (!all_threads && *tid != TASK_FIELD(btf, task, tgid) &&
+	    !(loop_threads_possible && loop_thread_procs))
 		return NULL;
 	return thread_of(task, *tid);
 }
@@ -90,6 +92,27 @@ static __always_inline void fill_header(struct jb_header *h, __u32 type, __u32 p
 static __always_inline bool eligible_thread(__u64 id)
 {
 	return all_threads || (__u32)id == id >> 32;
+}
+
+/*
+ * A wait that bounds tasks of this thread: a main thread's (or any, with
+ * --threads all) event-loop wait, or an epoll wait of any thread of a
+ * process userspace marked JB_PROCF_LOOP_THREADS (a JVM, whose NIO
+ * selectors are its event loops; its other threads park in futexes or poll
+ * a socket, which must not bound tasks). Unmarked processes pay a global
+ * load; none at all without named targets.
+ */
+static __always_inline bool eligible_wait(__u64 id, __u32 wait_id)
+{
+	struct jb_proc *p;
+	__u32 tgid = id >> 32;
+
+	if (eligible_thread(id))
+		return true;
+	if (!loop_threads_possible || !loop_thread_procs || wait_id > JB_WAIT_epoll_pwait2)
+		return false;
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	return p && (p->flags & JB_PROCF_LOOP_THREADS);
 }
 
 static __always_inline bool comm_matches(struct task_struct *leader)
@@ -146,14 +169,15 @@ static __always_inline void announce_thread(__u32 tgid, __u32 tid, __u64 proc_st
 	}
 }
 
-/* Decides whether the current thread is one we watch, and starts tracking it. */
-static __noinline struct jb_thread *track_current(__u32 tid, __u32 tgid)
+/* Decides whether the current thread is one we watch, and starts tracking
+ * it; `loop_thread`: its wait made it eligible (eligible_wait). */
+static __noinline struct jb_thread *track_current(__u32 tid, __u32 tgid, bool loop_thread)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct task_struct *leader = BPF_CORE_READ(task, group_leader);
 	struct jb_thread fresh = {};
 
-	if (!eligible_thread((__u64)tgid << 32 | tid))
+	if (!loop_thread && !eligible_thread((__u64)tgid << 32 | tid))
 		return NULL;
 	if (!watch_process(leader, tgid))
 		return NULL;

@@ -69,7 +69,7 @@ static __always_inline __u32 wait_of(long nr)
 SEC("tracepoint")
 int jb_tp_wait_enter(struct syscall_trace_enter *ctx)
 {
-	return on_wait_enter();
+	return on_wait_enter(wait_of(ctx->nr));
 }
 
 SEC("tracepoint")
@@ -83,7 +83,7 @@ int jb_tp_wait_exit(struct syscall_trace_exit *ctx)
 SEC("tracepoint")
 int jb_tp_cwait_enter(struct syscall_trace_enter *ctx)
 {
-	return on_child_wait_enter();
+	return on_child_wait_enter(wait_of(ctx->nr));
 }
 
 SEC("tracepoint")
@@ -112,7 +112,7 @@ int jb_job_setpgid(struct syscall_trace_enter *ctx)
 	SEC("fentry")                                                         \
 	int jb_##kind##fenter##slot##_##name(void *ctx)                       \
 	{                                                                     \
-		return on_enter();                                            \
+		return on_enter(JB_WAIT_##name);                              \
 	}                                                                     \
 	SEC("fexit")                                                          \
 	int jb_##kind##fexit##slot##_##name(void *ctx)                        \

@@ -23,7 +23,7 @@ static __noinline int marker_begin(struct pt_regs *ctx, __u64 cookie, bool usdt)
 	__u64 now, delivery;
 
 	if (!t) {
-		t = track_current(tid, id >> 32);
+		t = track_current(tid, id >> 32, false);
 		if (!t)
 			return 0;
 	}

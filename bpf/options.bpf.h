@@ -30,6 +30,9 @@ const volatile __u64 ignore_startup_ns = 10 * 1000000000ull;
 const volatile bool all_threads = false;   /* --threads all */
 const volatile bool filter_pids = false;   /* only tgids in `procs` with TARGET */
 const volatile bool filter_comm = false;   /* only group leaders named `comm` */
+/* Targets were named (--pid, --comm, -- CMD): some may be JVMs whose loop
+ * threads are watched (JB_PROCF_LOOP_THREADS). Off, the check is pruned. */
+const volatile bool loop_threads_possible = false;
 const volatile char target_comm[JB_COMM_LEN] = {};
 const volatile __u32 self_tgid = 0;        /* never watch jankbpf itself */
 /* Stacks: from early_ns into a task (0: no stacks), one per sample_period_ns,
@@ -79,5 +82,9 @@ __s64 long_tasks = 0;
 /* Entries added to `unarmed` since sched_switch last looked: one global
  * load on every switch while it is 0. */
 __u32 unarmed_nr = 0;
+
+/* Processes with JB_PROCF_LOOP_THREADS (set by userspace): while 0, a
+ * thread that is not a main thread costs one global load more. */
+__u32 loop_thread_procs = 0;
 
 #endif /* JANKBPF_OPTIONS_BPF_H */

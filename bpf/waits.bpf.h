@@ -12,17 +12,17 @@
  * already known when it blocks in this wait and the switch back in arms
  * its watchdog before its first task.
  */
-static __always_inline int on_wait_enter(void)
+static __always_inline int on_wait_enter(__u32 wait_id)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
 	struct jb_thread *t;
 
-	if (!eligible_thread(id))
+	if (!eligible_wait(id, wait_id))
 		return 0;
 	t = thread_of_current(tid);
 	if (!t) {
-		t = track_current(tid, id >> 32);
+		t = track_current(tid, id >> 32, true);
 		if (t) {
 			t->in_wait = 1;
 			t->woken = 0;
@@ -52,12 +52,12 @@ static __always_inline int on_wait_exit(__u32 wait_id)
 	struct jb_thread *t;
 	__u64 now;
 
-	if (!eligible_thread(id))
+	if (!eligible_wait(id, wait_id))
 		return 0;
 	t = thread_of_current(tid);
 	now = bpf_ktime_get_ns();
 	if (!t) {
-		t = track_current(tid, tgid);
+		t = track_current(tid, tgid, true);
 		if (!t)
 			return 0;
 	}
@@ -117,7 +117,7 @@ static __always_inline int on_setpgid(__s32 pid)
 	return 0;
 }
 
-static __always_inline int on_child_wait_enter(void)
+static __always_inline int on_child_wait_enter(__u32 wait_id __attribute__((unused)))
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
@@ -129,7 +129,7 @@ static __always_inline int on_child_wait_enter(void)
 	if (!t || t->depth || !t->in_task || !t->job_started)
 		return 0;
 	t->job_wait = 1;
-	return on_wait_enter();
+	return on_wait_enter(JB_WAIT_NR);
 }
 
 static __always_inline int on_child_wait_exit(__u32 wait_id)

@@ -3,6 +3,7 @@
 #
 #   scripts/capture-aarch64-fixtures.sh            qemu-user captures
 #   scripts/capture-aarch64-fixtures.sh --kernel   real-kernel captures
+#   scripts/capture-aarch64-fixtures.sh --jvm      an arm64 JVM's samples
 #
 # Default: builds tests/apps/stack_selfcapture.c with the aarch64 cross
 # compiler (static, so the fixture is self-contained) and runs it under
@@ -30,6 +31,17 @@
 # most $KEEP), attr.txt, maps, vdso.so, tasks.txt, perf-chains.txt (perf's
 # chains of the same tasks, counted) and README (with the libc build-id the
 # replay checks against /usr/lib/aarch64-linux-gnu/libc.so.6).
+#
+# --jvm: Java frames (issue 29). Fetches (apt-get download, into $WORK,
+# default /var/tmp/jankbpf-arm64-jvm-capture) Debian's
+# openjdk-17-jre-headless:arm64 and libstdc++6:arm64, builds
+# tests/apps/java/hs_capture.c for aarch64 (a native method that takes its
+# own thread's sample: under qemu-user there is no ptrace of guest
+# registers) and HsCapture.java with the host's javac, runs the arm64 java
+# under qemu-aarch64-static, and lets build/jankbpf-unit
+# "[hotspot-capture-arm64]" read the JVM's memory (qemu maps the guest at
+# the host's addresses) into tests/fixtures/hotspot/jdk17-aarch64.json: a
+# sample from compiled frames (one inlined), one from interpreted ones.
 #
 # Needs (Debian): gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
 # (default); qemu-system-arm cpio python3 and apt access to bookworm arm64
@@ -211,9 +223,38 @@ PY
   done
 }
 
+jvm_capture() {
+  local work=${WORK:-/var/tmp/jankbpf-arm64-jvm-capture} cc=${CC_AARCH64:-aarch64-linux-gnu-gcc}
+  local jdk=/usr/lib/jvm/java-17-openjdk-amd64
+  for tool in "$cc" qemu-aarch64-static javac apt-get dpkg-deb; do
+    command -v "$tool" >/dev/null || { echo "capture-aarch64-fixtures: $tool not found" >&2; exit 1; }
+  done
+  [[ -x build/jankbpf-unit ]] || { echo "capture-aarch64-fixtures: build/jankbpf-unit missing (make unit-bin)" >&2; exit 1; }
+  mkdir -p "$work/debs" "$work/root" "$work/classes"
+  work=$(cd "$work" && pwd)
+  (cd "$work/debs" && for p in openjdk-17-jre-headless libstdc++6; do
+     ls "${p}"_*_arm64.deb >/dev/null 2>&1 || apt-get download "$p:arm64" >/dev/null ||
+       { echo "capture-aarch64-fixtures: apt-get download $p:arm64 failed" >&2; exit 1; }
+   done) || exit 1
+  for d in "$work"/debs/*.deb; do dpkg-deb -x "$d" "$work/root"; done
+  "$cc" -O1 -Wall -shared -fPIC -I"$jdk/include" -I"$jdk/include/linux" tests/apps/java/hs_capture.c \
+    -o "$work/libhscapture.so"
+  javac -g -d "$work/classes" tests/apps/java/HsCapture.java
+  JANKBPF_ARM64_JAVA=$work/root/usr/lib/jvm/java-17-openjdk-arm64/bin/java \
+  JANKBPF_ARM64_LIBS=$work/root/usr/lib/aarch64-linux-gnu \
+  JANKBPF_ARM64_CAPTURE_LIB=$work/libhscapture.so JANKBPF_ARM64_CLASSES=$work/classes \
+    build/jankbpf-unit "[hotspot-capture-arm64]"
+  echo "capture-aarch64-fixtures: tests/fixtures/hotspot/jdk17-aarch64.json" \
+       "($(dpkg-deb -f "$(ls "$work"/debs/openjdk-17-jre-headless_*_arm64.deb)" Version))"
+}
+
 cd "$(dirname "$0")/.."
 if [[ ${1:-} == --kernel ]]; then
   kernel_capture
+  exit 0
+fi
+if [[ ${1:-} == --jvm ]]; then
+  jvm_capture
   exit 0
 fi
 if [[ ${1:-} == --kernel ]]; then

@@ -22,7 +22,7 @@ cd "$root" || exit 1
 build=1
 unit=0
 bin=build/arm64/jankbpf
-UNIT_TAGS=${UNIT_TAGS:-[arch],[cli],[config],[output],[record],[quota],[elf],[proc],[v8]}
+UNIT_TAGS=${UNIT_TAGS:-[arch],[cli],[config],[output],[record],[quota],[elf],[proc],[v8],[hotspot]}
 for a in "$@"; do
   case $a in
     --no-build) build=0 ;;

@@ -49,6 +49,7 @@ max_len() {
     fuzz_kernel_funcs) echo 32768 ;;  # a BTF blob of a few hundred types
     fuzz_v8_frames) echo 32768 ;;     # a 16 KB stack copy, then the heap it points into
     fuzz_stack_log|fuzz_report_jsonl) echo 16384 ;;  # a task's stack log; a few records
+    fuzz_hotspot_frames) echo 32768 ;;  # registers, a stack copy, a small JVM's memory
     *) echo "fuzz: no -max_len for $1 (scripts/fuzz.sh max_len)" >&2; echo 4096 ;;
   esac
 }

@@ -54,6 +54,21 @@ def _node_js(d):
     return fig, any(n.startswith("busy (") for n in named) and name == "busy" and rf.get("unreadable", 0) == 0
 
 
+def _jvm_named(d):
+    janks = d["janks"]
+    names = sorted({j["runnable_name"] for j in janks})
+    rf = d.get("runtime_frames", {})
+    gc = [j for j in janks if (j.get("jvm_pause") or {}).get("kind") == "gc"]
+    cold = any(j["runnable_name"] == "Handlers.render" and j["thread"] == "HTTP-Dispatcher" and j["inlined"] == 0
+               for j in janks)
+    warm = any(j["runnable_name"] == "Handlers.render" and j["inlined"] > 0 for j in janks)
+    fig = (f"{len(janks)} janks of {', '.join(sorted({j['thread'] for j in janks}))}; runnable_name "
+           f"{', '.join('`' + n + '`' for n in names)}; {rf.get('read', 0)} Java frames placed, "
+           f"{rf.get('unreadable', 0)} unreadable; {d['to_thread_run']} of {d['log_samples']} logged samples reach "
+           f"Thread.run; GC pause told: {len(gc)}")
+    return fig, cold and warm and len(gc) == 1 and {"Handlers.lookup", "Handlers.collect"} <= set(names)
+
+
 def _pingpong(thr):
     r = {c: median(ratios(thr, c, "ping-pong", "rate")) for c in ("jankbpf", "jankbpf-nostacks", "bpftrace")}
     return (f"jankbpf {r['jankbpf']:.3f}, jankbpf --log-type 2 {r['jankbpf-nostacks']:.3f}, "
@@ -290,6 +305,13 @@ GOALS = [
     Goal("v8-read-cost", "reading one sample's JavaScript frames on the ring thread (reported)", "13", ("v8",),
          lambda d: (f"warm p50 {d['p50_us']:.1f} µs, p99 {d['p99_us']:.0f} µs for {d['frames']} JS frames, "
                     f"{d['reads']:.0f} system calls", None)),
+    Goal("hotspot-read-cost", "reading one sample's Java frames on the ring thread ≤ 20 µs warm (p50)", "29",
+         ("hotspot",), lambda d: (
+             ", ".join(f"{k} {d[k]['p50_us']:.1f} µs ({d[k]['frames']} frames, {d[k]['reads']:.0f} system calls)"
+                       for k in ("compiled-leaf", "native-leaf", "interpreted") if k in d),
+             all(d[k]["p50_us"] <= 20 for k in ("compiled-leaf", "native-leaf", "interpreted") if k in d))),
+    Goal("jvm-java-named", "a flagless JVM's loop threads: janks name the handlers (runnable_name, File.java:line), "
+         "interpreted and compiled, a GC told as jvm_pause", "29", ("jvm",), _jvm_named),
     Goal("soak-rss", "30-minute soak: RSS growth after warm-up ≤ 5 MB", "10", ("soak",), _soak(_soak_rss), True),
     Goal("soak-lost", "30-minute soak: zero lost events", "10", ("soak",), _soak(_soak_lost), True),
     Goal("soak-arrive", "30-minute soak: every jank arrives", "10", ("soak",),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import goals as goals_mod
 from . import sections as s1
+from . import sections_java as s3
 from . import sections_more as s2
 from .render import Doc, markdown, terminal
 
@@ -23,6 +24,8 @@ SECTIONS = [
     ("python", "7b. Stacks: the Python frame reader", s2.python),
     ("v8", "7c. Stacks: the JavaScript frame reader", s2.v8),
     ("node", "7d. Stacks: node, cold then warm", s2.node),
+    ("hotspot", "7e. Stacks: the Java frame reader", s3.hotspot),
+    ("jvm", "7f. Stacks: a JVM's loop threads, no flags", s3.jvm),
     ("capture_ring", "8. Records under an off-CPU flood (issue 10, M5)", None),
     ("soak", "9. Soak: 20 processes, 10 janks a second, stacks on (issue 10)", s2.soak),
     ("fuzz", "Fuzzing", s2.fuzz),

@@ -95,6 +95,9 @@ enum jb_stat {
 /* bits of jb_proc.flags */
 #define JB_PROCF_TARGET (1u << 0) /* named by --pid / --comm / -- CMD */
 #define JB_PROCF_JANKED (1u << 1) /* has had a jank: report its exit */
+/* A JVM (userspace found libjvm.so): its threads that wait in epoll are
+ * event loops (NIO selectors), watched like main threads. */
+#define JB_PROCF_LOOP_THREADS (1u << 2)
 
 struct jb_header {
 	__u32 type; /* enum jb_event_type */

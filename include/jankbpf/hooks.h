@@ -10,7 +10,9 @@
 #ifndef JANKBPF_HOOKS_H
 #define JANKBPF_HOOKS_H
 
-/* Event-loop waits: entry ends the task, return starts the next. */
+/* Event-loop waits: entry ends the task, return starts the next. The epoll
+ * waits first: a JVM's loop threads are watched in those only
+ * (eligible_wait in bpf/common.bpf.h). */
 #define JB_EVENT_WAITS(X) \
 	X(epoll_wait) X(epoll_pwait) X(epoll_pwait2) X(poll) X(ppoll) X(select) X(pselect6)
 /* A job-control shell's waits for its foreground job (see bpf/waits.bpf.h). */

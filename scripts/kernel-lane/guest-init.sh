@@ -162,6 +162,9 @@ watchdog_args() {
 		tramp) WD_ARGS="$WD_ARGS --hooks trampoline" ;;
 		nostacks) WD_ARGS="$WD_ARGS --log-type 2" ;;
 		notrace) WD_ARGS="$WD_ARGS --log-type 1" ;;
+		# Named targets: the kernel side with its JVM loop-thread check
+		# (issue 29) compiled in, which a system-wide run prunes at load.
+		comm) WD_ARGS="$WD_ARGS --comm jank_target" ;;
 		esac
 	done
 }

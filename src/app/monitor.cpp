@@ -30,6 +30,7 @@ constexpr uint64_t kTagRing = 1ULL << 40, kTagSignal = 2ULL << 40, kTagDeadline 
                    kTagTraceReady = 10ULL << 40;
 constexpr uint64_t kTagMask = 0xffULL << 40;
 static_assert((Monitor::kTagMarkerUser & kTagMask) == Monitor::kTagMarkerUser);
+static_assert((Monitor::kTagJvmProbe & kTagMask) == Monitor::kTagJvmProbe);
 
 // How long the reporter may take to write what is queued once a stop is
 // requested (SIGINT, SIGTERM, --duration): the whole stop stays under 1 s.
@@ -123,6 +124,7 @@ int Monitor::run() {
       return status;
     }
   }
+  start_jvm_probe();
   // Test seam: a reader starved of CPU for a while (README, Tests).
   if (uint32_t ms = test_seams::reader_pause_ms()) usleep(ms * 1000u);
   // 6. Report until told to stop, then save what is pending, detach, and
@@ -381,6 +383,9 @@ void Monitor::loop() {
           traces_->on_deadline();
           if (int fd = traces_->capture_fd(); fd >= 0 && epoll_add(epoll_.get(), fd, kTagCapture))
             capture_fd_ = fd;
+          break;
+        case Monitor::kTagJvmProbe:
+          probe_jvms();
           break;
         case Monitor::kTagMarkerUser:
           on_marker_user_gone(static_cast<int>(tag & ~kTagMask));

@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "app/jvm_targets.h"
 #include "app/launcher.h"
 #include "app/record_builder.h"
 #include "app/reporter.h"
@@ -36,6 +37,7 @@ DetectorConfig detector_config(const Options& opts);
 class Monitor {
  public:
   static constexpr uint64_t kTagMarkerUser = 9ULL << 40;  // epoll tag | a marker user's pidfd
+  static constexpr uint64_t kTagJvmProbe = 11ULL << 40;   // the JVM look's timer (app/jvm_targets.h)
   Monitor(Options opts, std::unique_ptr<JsonLinesOutput> out);
   ~Monitor();
   // Runs until a signal, --duration, the targets' exit or the command's
@@ -72,6 +74,8 @@ class Monitor {
   void set_eager(pid_t pid, bool on);
   void on_lease();
   void on_target_gone(pid_t pid);
+  void start_jvm_probe();  // app/jvm_targets.cpp
+  void probe_jvms();
   void emit_summary();
   void stop() { running_ = false; }
 
@@ -102,6 +106,8 @@ class Monitor {
   std::optional<int> command_status_;
 
   Fd epoll_, signals_, deadline_;
+  std::unique_ptr<JvmTargets> jvms_;  // named targets not yet looked at enough
+  Fd jvm_timer_;
   std::set<pid_t> live_targets_;  // --pid targets and the command, until they exit
   std::map<int, pid_t> pidfds_;   // pidfd -> pid
   std::vector<Fd> pidfd_owners_;

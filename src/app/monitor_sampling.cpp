@@ -52,7 +52,7 @@ void Monitor::set_eager(pid_t pid, bool on) {
   }
   if (on) {
     eager_.insert(pid);
-    log::info("pid %d: Python or JavaScript: each sample read at once", pid);
+    log::info("pid %d: Python, JavaScript or Java: each sample read at once", pid);
   } else {
     eager_.erase(pid);
   }

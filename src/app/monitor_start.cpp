@@ -58,6 +58,7 @@ DetectorConfig detector_config(const Options& opts) {
   cfg.all_threads = opts.threads == ThreadScope::All;
   cfg.filter_pids = !opts.pids.empty() || !opts.command.empty();
   cfg.comm = opts.comm;
+  cfg.loop_threads = !cfg.all_threads && (cfg.filter_pids || !cfg.comm.empty());
   cfg.self_tgid = getpid();
   cfg.watchdog = opts.watchdog;
   cfg.hooks = opts.hooks;

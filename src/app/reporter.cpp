@@ -154,10 +154,21 @@ runtime::RuntimeCapture Reporter::capture_runtime(pid_t pid, pid_t tid, uint64_t
                                                   std::span<const uint64_t> regs, std::span<const uint8_t> stack) {
   runtime::RuntimeCapture rt;
   rt.python = python_->capture(pid, tid, sample_ns);
-  if (rt.python.status != runtime::PyCapture::Status::None || python_->kind(pid) != runtime::RuntimeKind::V8)
+  const auto kind = python_->kind(pid);
+  if (rt.python.status != runtime::PyCapture::Status::None ||
+      (kind != runtime::RuntimeKind::V8 && kind != runtime::RuntimeKind::Java))
     return rt;
   auto r = decode_user_regs(host_arch().arch, cfg_.regs_mask, regs);
   if (!r || !r->has_fp) return rt;
+  if (kind == runtime::RuntimeKind::Java) {
+    // HotSpot's interpreter keeps its bytecode pointer in r13 (x86_64) or
+    // x22 (arm64): the leaf interpreted frame's current bci.
+    const int bcp_dwarf = host_arch().arch == Arch::Arm64 ? 22 : 13;
+    runtime::NativeStack ns{r->pc, r->sp, r->fp, stack, r->has_lr ? r->lr : 0,
+                            (r->dwarf_valid >> bcp_dwarf) & 1 ? r->dwarf[bcp_dwarf] : 0};
+    rt.java = python_->capture_java(pid, tid, sample_ns, ns);
+    return rt;
+  }
   rt.js = python_->capture_js(pid, sample_ns, runtime::NativeStack{r->pc, r->sp, r->fp, stack});
   return rt;
 }

@@ -47,6 +47,7 @@ struct Reporter::Impl {
     std::vector<std::string> kstack;
     bool has_waker = false;
     WakerInfo waker;
+    std::string pause_kind, pause_op;  // a JVM's own pause held it (runtime/jvm_pause.h)
   };
   std::unordered_map<pid_t, std::vector<OffCpu>> offcpu;  // by tid
 

@@ -13,6 +13,7 @@
 #include "markers/naming.h"
 #include "report/sampled.h"
 #include "runtime/interleave.h"
+#include "runtime/jvm_pause.h"
 #include "runtime/runtime_procs.h"
 #include "stack/perf_sample.h"
 #include "stack/tree.h"
@@ -31,10 +32,13 @@ const char* state_name(uint32_t st) {
 void Reporter::add_runtime_frames(stack::ResolvedStack& s, const runtime::RuntimeCapture& rt,
                                   runtime::RuntimeKind kind, uint64_t task_end_ns, bool count) {
   runtime::RuntimeFrameStats st;
-  const bool python = kind == runtime::RuntimeKind::Python, v8 = kind == runtime::RuntimeKind::V8;
+  const bool python = kind == runtime::RuntimeKind::Python, v8 = kind == runtime::RuntimeKind::V8,
+             java = kind == runtime::RuntimeKind::Java;
   if (python || rt.python.status != runtime::PyCapture::Status::None)
     runtime::interleave_python(s, rt.python, python, task_end_ns, st);
   if (v8 || rt.js.status != runtime::JsCapture::Status::None) runtime::interleave_js(s, rt.js, v8, task_end_ns, st);
+  if (java || rt.java.status != runtime::JavaCapture::Status::None)
+    runtime::interleave_java(s, rt.java, java, task_end_ns, st);
   if (!count || (!st.read && !st.unreadable)) return;
   std::lock_guard lk(mu_);
   stats_.runtime_frames_read += st.read;
@@ -70,9 +74,15 @@ void Reporter::handle(OffCpuJob& j) {
   in.kernel_callchain = std::span<const uint64_t>(kpcs, kframes);
   in.wait_state = e.state == JB_ST_BLOCKED ? 'D' : e.state == JB_ST_RUNNABLE ? 'R' : 'S';
   auto resolved = impl_->resolver.resolve(in);
+  std::optional<runtime::PauseSample> pause;
+  if (j.rt.java.status != runtime::JavaCapture::Status::None) pause = runtime::jvm_pause_of(resolved, j.rt.java);
   impl_->store(in.tid, e.hdr.time_ns, std::move(resolved), std::move(j.rt), python_->kind(in.pid));
 
   Impl::OffCpu off;
+  if (pause) {
+    off.pause_kind = std::move(pause->kind);
+    off.pause_op = std::move(pause->operation);
+  }
   off.pid = in.pid;
   off.seq = e.seq;
   off.time_ns = e.hdr.time_ns;
@@ -172,8 +182,24 @@ void Reporter::handle(TaskJob& j) {
   // 2. Where it was off the CPU, and who woke it.
   auto ot = impl_->offcpu.find(rec.tid);
   if (ot != impl_->offcpu.end()) {
+    double longest = 0;
     for (const auto& o : ot->second) {
       if (o.seq != ctx.seq) continue;
+      if (!o.pause_kind.empty()) {
+        // Held by its JVM (a GC, a safepoint) for this long, not waiting
+        // for its own reasons: said in the record.
+        uint64_t until = o.woken_ns > o.time_ns ? o.woken_ns : std::max(ctx.end_ns, o.time_ns);
+        double ms = static_cast<double>(until - o.time_ns) / 1e6;
+        if (!rec.jvm_pause) rec.jvm_pause = JvmPause{};
+        rec.jvm_pause->ms += ms;
+        if (ms >= longest || rec.jvm_pause->operation.empty()) {
+          if (!o.pause_op.empty() || rec.jvm_pause->operation.empty()) {
+            rec.jvm_pause->kind = o.pause_kind;
+            rec.jvm_pause->operation = o.pause_op;
+          }
+          longest = std::max(longest, ms);
+        }
+      }
       OffCpuInfo info;
       info.state = state_name(o.state);
       info.kernel_stack = o.kstack;

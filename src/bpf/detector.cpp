@@ -257,6 +257,8 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   ro->all_threads = cfg.all_threads;
   ro->filter_pids = cfg.filter_pids;
   ro->filter_comm = !cfg.comm.empty();
+  ro->loop_threads_possible = cfg.loop_threads;
+  loop_threads_ = cfg.loop_threads;
   strncpy(const_cast<char*>(ro->target_comm), cfg.comm.c_str(), JB_COMM_LEN - 1);
   ro->self_tgid = static_cast<uint32_t>(cfg.self_tgid);
   ro->early_ns = cfg.early_ns;
@@ -430,6 +432,7 @@ int Detector::adopt_waiting() {
     return -1;
   }
   // Reading the iterator runs the program over every task; it writes nothing.
+  const uint32_t before = __atomic_load_n(&skel_->bss->adopted_nr, __ATOMIC_RELAXED);
   int fd = bpf_iter_create(bpf_link__fd(link));
   if (fd >= 0) {
     char buf[64];
@@ -441,7 +444,20 @@ int Detector::adopt_waiting() {
               strerror(errno));
   }
   bpf_link__destroy(link);
-  return fd >= 0 ? static_cast<int>(__atomic_load_n(&skel_->bss->adopted_nr, __ATOMIC_RELAXED)) : -1;
+  return fd >= 0 ? static_cast<int>(__atomic_load_n(&skel_->bss->adopted_nr, __ATOMIC_RELAXED) - before) : -1;
+}
+
+bool Detector::mark_loop_threads(pid_t pid) {
+  if (!loop_threads_) return false;
+  uint32_t key = static_cast<uint32_t>(pid);
+  jb_proc p{};
+  if (bpf_map__lookup_elem(skel_->maps.procs, &key, sizeof key, &p, sizeof p, 0) != 0) p = {};
+  // Found by userspace among the targets (--comm: before the kernel side
+  // saw one of its threads).
+  p.flags |= JB_PROCF_LOOP_THREADS | JB_PROCF_TARGET;
+  if (bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &p, sizeof p, BPF_ANY) != 0) return false;
+  __atomic_store_n(&skel_->bss->loop_thread_procs, 1u, __ATOMIC_RELAXED);
+  return true;
 }
 
 bool Detector::set_eager(pid_t pid, bool on) {

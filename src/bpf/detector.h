@@ -33,6 +33,9 @@ struct DetectorConfig {
   bool all_threads = false;
   bool filter_pids = false;  // watch only pids added with add_target()
   std::string comm;          // watch only processes with this name
+  // Named targets may be JVMs whose loop threads get watched
+  // (mark_loop_threads); without it the kernel side is pruned of the check.
+  bool loop_threads = false;
   pid_t self_tgid = 0;
   WatchdogMode watchdog = WatchdogMode::Auto;
   HookKind hooks = HookKind::Auto;
@@ -83,13 +86,18 @@ class Detector {
   // With trampolines, once after the targets are known: finds the watched
   // threads asleep inside a wait, whose return no trampoline will show, so
   // their next task begins at the switch-in out of it (bpf/adopt.bpf.h).
-  // How many were found, or -1 when not needed (tracepoints) or not
-  // possible (no task iterator: said in the features).
+  // How many this walk found, or -1 when not needed (tracepoints) or not
+  // possible (no task iterator: said in the features). Again after a JVM
+  // is marked: its loop threads become watched while asleep in epoll.
   int adopt_waiting();
   // Each on-CPU sample of this process is announced at once (JB_EV_SAMPLED)
   // instead of waiting in the perf ring: its Python frames must be read
   // while they still describe the sample. False when the map is full.
   bool set_eager(pid_t pid, bool on);
+  // A JVM among the targets: its threads that wait in epoll (NIO selectors)
+  // bound tasks like main threads do (cfg.loop_threads). False when the
+  // procs map is full or the option is off.
+  bool mark_loop_threads(pid_t pid);
   // Markers (cfg.markers): a begin or end program at a function's entry
   // (or return) at file offset `offset` of `binary`, or at a USDT probe,
   // in every process (pid -1). `cookie` is the marker's id and flags.
@@ -148,7 +156,7 @@ class Detector {
   int attached_ = 0;
   uint32_t tick_hz_ = 0;  // CONFIG_HZ, 0: unknown (every task's end reads the clock)
   bool stacks_ = false, offcpu_ = false, markers_ = false, state_in_task_ = false,
-       trampolines_ = false, adopt_ = false;
+       trampolines_ = false, adopt_ = false, loop_threads_ = false;
 };
 
 }  // namespace jankbpf

@@ -20,6 +20,9 @@ bool is_js(const StackFrame& f) { return f.jit || f.runtime == "js"; }
 // Node's own JavaScript (timers, streams, crypto wrappers): what ran is the
 // application's function that called it.
 bool runtime_internal(const StackFrame& f) {
+  if (f.runtime == "java")  // the JDK's own classes, and its stubs
+    return f.symbol.starts_with("java.") || f.symbol.starts_with("jdk.") || f.symbol.starts_with("sun.") ||
+           f.symbol.starts_with("com.sun.") || f.symbol.starts_with("[stub: ");
   return is_js(f) && (f.file.starts_with("node:") || f.file.starts_with("internal/"));
 }
 
@@ -51,8 +54,8 @@ void name_runnable_from_stack(TaskRecord& r) {
     if (f.kernel || f.inlined) continue;
     if (!f.jit && f.module_index == runtime_module) continue;
     if (runtime_internal(f)) continue;
-    if (f.runtime == "js" && !f.symbol.empty() && f.symbol.front() != '[') {
-      r.runnable_name = js_name(f);
+    if ((f.runtime == "js" || f.runtime == "java") && !f.symbol.empty() && f.symbol.front() != '[') {
+      r.runnable_name = f.runtime == "js" ? js_name(f) : f.symbol;
       return;
     }
     if (!f.symbol.empty() && f.runtime.empty()) {
@@ -82,7 +85,8 @@ void name_runnable_from_runtime(TaskRecord& r) {
     if (!f.symbol.empty() && f.symbol.front() != '[') r.runnable_name = f.runtime == "js" ? js_name(f) : f.symbol;
     return;
   }
-  if (internal && internal->symbol.front() != '[') r.runnable_name = js_name(*internal);
+  if (internal && internal->symbol.front() != '[')
+    r.runnable_name = internal->runtime == "java" ? internal->symbol : js_name(*internal);
 }
 
 }  // namespace jankbpf

@@ -16,8 +16,10 @@ namespace jankbpf {
 void name_runnable_from_stack(TaskRecord& r);
 
 // For a task no marker bounded: the innermost interpreter (Python) frame
-// of the heaviest path names it, when that frame could be read. Leaves
-// marker tasks and already named ones alone.
+// of the heaviest path names it, when that frame could be read; past
+// Node's own JavaScript and the JDK's classes (java., jdk., sun.,
+// com.sun.) and HotSpot's stubs when the application's frame is further
+// out. Leaves marker tasks and already named ones alone.
 void name_runnable_from_runtime(TaskRecord& r);
 
 }  // namespace jankbpf

@@ -91,6 +91,15 @@ inline const char* boundary_name(Boundary b) {
   return b == Boundary::Marker ? "marker" : b == Boundary::AfterMarker ? "after_marker" : "syscall";
 }
 
+// A JVM's own pause that held the thread in the task (issue 29): it was
+// stopped at a safepoint -- a GC or another VM operation -- not running
+// its code. From its off-CPU stacks and the JVM's state when they were read.
+struct JvmPause {
+  std::string kind;       // "gc" or "safepoint"
+  std::string operation;  // the VM operation ("G1CollectFull"), "" unknown
+  double ms = 0;          // off-CPU time of the task spent so
+};
+
 struct TaskRecord {
   enum class Kind { Jank, Hang } kind = Kind::Jank;
   int64_t time_ms = 0;  // when the record was made, ms since the epoch
@@ -128,6 +137,7 @@ struct TaskRecord {
   std::vector<StackFrame> stack;  // the heaviest path, structured, leaf first
   std::vector<std::pair<std::string, std::string>> modules;  // [path, build_id]
   std::vector<OffCpuInfo> off_cpu;
+  std::optional<JvmPause> jvm_pause;  // a HotSpot process stopped by its JVM
   std::vector<SampledStack> sampled;  // every sample in the task (renderers only)
 };
 

@@ -61,6 +61,11 @@ std::string to_json_line(const TaskRecord& r) {
   if (r.begin_at_switch_in) j["begin_at_switch_in"] = true;
   // Marker tasks always name what ran; others when a Python frame did.
   if (r.boundary == Boundary::Marker || !r.runnable_name.empty()) j["runnable_name"] = r.runnable_name;
+  if (r.jvm_pause) {
+    Json p{{"kind", r.jvm_pause->kind}, {"ms", ms3(r.jvm_pause->ms)}};
+    if (!r.jvm_pause->operation.empty()) p["operation"] = r.jvm_pause->operation;
+    j["jvm_pause"] = std::move(p);
+  }
   if (r.boundary == Boundary::Marker) {
     if (r.marker) {
       Json m{{"type", r.marker->type}, {"binary", r.marker->binary}, {"probe", r.marker->probe}};

@@ -1,5 +1,7 @@
 #include "report/sampled.h"
 
+#include "stack/tree.h"
+
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +47,7 @@ bool strip_group(std::string_view& s, std::string_view* inner) {
 }  // namespace
 
 std::string frame_name(const stack::Frame& f) {
+  if (f.runtime == "java") return stack::StackTree::format_frame(f);  // "at pkg.Class.method(File.java:42)"
   if (!f.symbol.empty()) return f.kernel() ? f.symbol + "_[k]" : f.symbol;
   if (f.has_module()) return base_name(f.module) + "+" + hex(f.kernel() ? f.pc : f.module_offset);
   return f.jit() ? "[jit]" : "[unknown]";
@@ -74,6 +77,14 @@ bool parse_log_frame(std::string_view t, SampledFrame* frame, char* wait_state) 
   *wait_state = 0;
   if (t.starts_with("wait ") && t.size() >= 6) {
     *wait_state = t[5];
+    return true;
+  }
+  if (t.starts_with("at ") &&
+      (t.starts_with("at [java: ") || t.starts_with("at [stub: ") ||
+       (t.size() > 3 && t[3] != '(' && t.ends_with(")") && t.find('(') != std::string_view::npos &&
+        t.substr(3, t.find('(') - 3).find(' ') == std::string_view::npos))) {
+    frame->name = std::string(t);  // a Java frame, named as it is live: "at pkg.Class.method(File.java:42)"
+    frame->module = "[java]";
     return true;
   }
   if (t.starts_with("at ")) {  // JIT frame: "at FUNC (FILE:LINE:COL)" or "at FUNC"

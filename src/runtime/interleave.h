@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "runtime/hotspot_frames.h"
 #include "runtime/python_frames.h"
 #include "runtime/v8_frames.h"
 #include "stack/stack.h"
@@ -14,15 +15,20 @@ namespace jankbpf::runtime {
 
 inline constexpr const char* kPythonUnreadable = "[python: unreadable]";
 inline constexpr const char* kJsUnreadable = "[js: unreadable]";
+inline constexpr const char* kJavaUnreadable = "[java: unreadable]";
 
 // Which runtime a process runs, as far as its frames are read.
-enum class RuntimeKind : uint8_t { Native, Python, V8 };
+enum class RuntimeKind : uint8_t { Native, Python, V8, Java };
 
 // What the ring thread read of a sample's runtime frames.
 struct RuntimeCapture {
   PyCapture python;
   JsCapture js;
-  bool any() const { return python.status != PyCapture::Status::None || js.status != JsCapture::Status::None; }
+  JavaCapture java;
+  bool any() const {
+    return python.status != PyCapture::Status::None || js.status != JsCapture::Status::None ||
+           java.status != JavaCapture::Status::None;
+  }
 };
 
 struct RuntimeFrameStats {
@@ -53,6 +59,18 @@ void interleave_python(stack::ResolvedStack& stack, const PyCapture& capture, bo
 // of where a native walk ended early are added at the root end.
 void interleave_js(stack::ResolvedStack& stack, const JsCapture& capture, bool v8_process, uint64_t task_end_ns,
                    RuntimeFrameStats& stats);
+
+// Puts a HotSpot thread's Java frames (interleave_java.cpp) where the native
+// stack runs them: the native frames in the JVM's code cache (which the
+// native unwinder follows by frame pointers, wrong through compiled code)
+// are replaced by `capture`'s segments, each from where the native walk
+// enters the code cache to the C++ frame its call stub returns to (the
+// native walk goes on there); what a native walk cut short could not
+// reach goes at the root end. In a `java_process` whose capture is
+// missing, failed, late (after `task_end_ns`) or does not fit the native
+// stack, each run of code-cache frames becomes "[java: unreadable]".
+void interleave_java(stack::ResolvedStack& stack, const JavaCapture& capture, bool java_process,
+                     uint64_t task_end_ns, RuntimeFrameStats& stats);
 
 // A frame of the given Python function, as the stack library models it.
 stack::Frame python_frame(const PyFrame& f);

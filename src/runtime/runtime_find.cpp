@@ -78,8 +78,12 @@ std::optional<RuntimeSymbols> runtime_symbols_of(int fd) {
       if (!gelf_getsym(d, static_cast<int>(i), &s)) break;
       if (s.st_shndx == SHN_UNDEF || s.st_value == 0) continue;
       const char* n = elf_strptr(elf, sh.sh_link, s.st_name);
-      if (!n || (n[0] != '_' && n[0] != 'P' && n[0] != 'v')) continue;  // every name wanted starts so
+      if (!n || (n[0] != '_' && n[0] != 'P' && n[0] != 'v' && n[0] != 'g')) continue;  // every name wanted starts so
       std::string_view name(n);
+      if (is_hotspot_export(name)) {
+        if (out.hotspot.size() < 64) out.hotspot.emplace_back(std::string(name.substr(10)), s.st_value);
+        continue;
+      }
       if (is_v8dbg_name(name)) {
         if (v8syms.size() < kMaxV8Constants) v8syms.push_back({std::string(name.substr(6)), s.st_value, s.st_size, s.st_shndx});
         continue;
@@ -112,7 +116,8 @@ std::optional<RuntimeSymbols> runtime_symbols_of(int fd) {
     }
     out.v8dbg.emplace_back(v.name, value);
   }
-  if (!found && out.v8dbg.empty()) return std::nullopt;
+  if (!out.hotspot.empty()) jvm_symtab(elf, out.jvm);
+  if (!found && out.v8dbg.empty() && out.hotspot.empty()) return std::nullopt;
   size_t phnum = 0;
   if (elf_getphdrnum(elf, &phnum) != 0) return std::nullopt;
   for (size_t i = 0; i < phnum && i < 4096; ++i) {
@@ -164,6 +169,24 @@ RuntimeTargets RuntimeFinder::find(pid_t pid, std::string* why) {
     if (!it->second) continue;
     const RuntimeSymbols& s = *it->second;
     std::string path = m.path;
+    if (!s.hotspot.empty()) {  // HotSpot: its tables, read from the process
+      auto bias = bias_of(s, m.start, m.pgoff);
+      if (!bias) continue;
+      HotSpotExports ex;
+      for (const auto& [name, addr] : s.hotspot) ex[name] = addr + *bias;
+      JvmSymbols syms = s.jvm;
+      auto move = [&](uint64_t& a) { a = a ? a + *bias : 0; };
+      move(syms.safepoint_state);
+      move(syms.cur_vm_operation);
+      for (auto& v : syms.vm_op_vtables) move(v.first);
+      ProcessMemory mem(pid);
+      std::string jwhy;
+      found.java = hotspot_target(mem, ex, std::move(syms), &jwhy);
+      if (why)
+        *why = path + (found.java ? ": HotSpot" + (found.java->release.empty() ? "" : " " + found.java->release)
+                                  : ": HotSpot, " + jwhy);
+      return found;
+    }
     if (!s.runtime) {  // V8: constants only, no address in the process needed
       std::string v8why;
       auto layout = v8_layout_from(s.v8dbg, &v8why);

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/hotspot_find.h"
 #include "runtime/python_frames.h"
 #include "runtime/v8_layout.h"
 
@@ -25,6 +26,10 @@ struct RuntimeSymbols {
   uint64_t runtime = 0, version = 0, code_type = 0, unicode_type = 0, bytes_type = 0;
   // V8's postmortem constants (v8dbg_ prefix dropped) and their values.
   std::vector<std::pair<std::string, int64_t>> v8dbg;
+  // HotSpot's gHotSpotVM* exports (prefix dropped) at their addresses, and
+  // what libjvm's .symtab adds (hotspot_find.h).
+  std::vector<std::pair<std::string, uint64_t>> hotspot;
+  JvmSymbols jvm;
   struct Load {
     uint64_t vaddr, offset, filesz;
   };
@@ -40,7 +45,8 @@ std::optional<RuntimeSymbols> runtime_symbols_of(int fd);
 struct RuntimeTargets {
   std::unique_ptr<PythonTarget> python;
   std::unique_ptr<V8Layout> v8;
-  explicit operator bool() const { return python || v8; }
+  std::unique_ptr<HotSpotTarget> java;
+  explicit operator bool() const { return python || v8 || java; }
 };
 
 class RuntimeFinder {

@@ -30,14 +30,17 @@ void RuntimeProcesses::discover(pid_t pid) {
   exe_identity(pid, &k.exe_dev, &k.exe_ino);
   std::string why;
   RuntimeTargets t = finder_.find(pid, &why);
-  if (t) log::info("pid %d: %s: reading %s frames", pid, log::escape_control(why).c_str(), t.python ? "Python" : "JavaScript");
+  if (t)
+    log::info("pid %d: %s: reading %s frames", pid, log::escape_control(why).c_str(),
+              t.python ? "Python" : t.java ? "Java" : "JavaScript");
   else if (!why.empty()) log::info("pid %d: %s: runtime frames not read", pid, log::escape_control(why).c_str());
-  k.kind = t.python ? Kind::Python : t.v8 ? Kind::V8 : Kind::Native;
+  k.kind = t.python ? Kind::Python : t.v8 ? Kind::V8 : t.java ? Kind::Java : Kind::Native;
   if (live_.size() >= 4096) live_.clear();  // processes gone without an exit record
   Live& live = live_[pid];
   live = Live{};
   if (t.python) live.walker = std::make_unique<PythonWalker>(*t.python);
   if (t.v8) live.v8 = std::make_unique<V8Walker>(*t.v8);
+  if (t.java) live.java = std::make_unique<HotSpotWalker>(t.java->layout, t.java->syms, t.java->arm64);
   std::lock_guard lk(mu_);
   if (known_.size() >= 4096) known_.clear();
   known_[pid] = k;
@@ -121,6 +124,20 @@ JsCapture RuntimeProcesses::capture_js(pid_t pid, uint64_t sample_ns, const Nati
     return JsCapture{.status = JsCapture::Status::Late};
   ProcessMemory mem(pid);
   return live.v8->walk(mem, s);
+}
+
+JavaCapture RuntimeProcesses::capture_java(pid_t pid, pid_t tid, uint64_t sample_ns, const NativeStack& s) {
+  Live& live = *live_for(pid);
+  if (!live.java) return {};
+  auto nt = live.ns_tids.find(tid);
+  if (nt == live.ns_tids.end()) {
+    if (live.ns_tids.size() >= 4096) live.ns_tids.clear();
+    nt = live.ns_tids.emplace(tid, ns_tid(pid, tid)).first;
+  }
+  if ((sample_ns && monotonic_ns() - sample_ns > kMaxReadDelayNs) || test_seams::no_runtime_read())
+    return JavaCapture{.status = JavaCapture::Status::Late};
+  ProcessMemory mem(pid);
+  return live.java->walk(mem, nt->second, s);
 }
 
 PyCapture RuntimeProcesses::capture(pid_t pid, pid_t tid, uint64_t sample_ns) {

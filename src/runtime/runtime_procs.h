@@ -1,4 +1,4 @@
-// Which watched processes run CPython or V8, and their threads' frames.
+// Which watched processes run CPython, V8 or HotSpot, and their threads' frames.
 //
 // The ring thread does both, when a sample arrives: the frames can only be
 // read while the sampled thread is still where the sample shows it, so the
@@ -18,6 +18,7 @@
 #include "runtime/runtime_find.h"
 #include "runtime/interleave.h"
 #include "runtime/python_frames.h"
+#include "runtime/hotspot_frames.h"
 #include "runtime/v8_frames.h"
 
 namespace jankbpf::runtime {
@@ -38,6 +39,10 @@ class RuntimeProcesses {
   // registers and stack copy), read now; Status::None for other processes,
   // Late as for capture().
   JsCapture capture_js(pid_t pid, uint64_t sample_ns, const NativeStack& s);
+
+  // Ring thread: the Java frames of a HotSpot process's sample, read now
+  // (hotspot_frames.h); Status::None for other processes, Late as above.
+  JavaCapture capture_java(pid_t pid, pid_t tid, uint64_t sample_ns, const NativeStack& s);
 
   // Ring thread: whether pid runs a supported CPython or V8 (its samples
   // are then wanted as soon as they are taken), looked at now if it was
@@ -74,6 +79,7 @@ class RuntimeProcesses {
   struct Live {
     std::unique_ptr<PythonWalker> walker;  // null: not Python
     std::unique_ptr<V8Walker> v8;          // null: not V8
+    std::unique_ptr<HotSpotWalker> java;   // null: not a HotSpot JVM
     std::unordered_map<pid_t, uint64_t> ns_tids;
   };
   std::unordered_map<pid_t, Live> live_;

@@ -43,6 +43,11 @@ struct JsCapture {
 struct NativeStack {
   uint64_t pc = 0, sp = 0, fp = 0;
   std::span<const uint8_t> stack;  // starts at sp
+  uint64_t lr = 0;                 // arm64's link register (0: none, x86_64)
+  // HotSpot's template interpreter keeps the current bytecode pointer in a
+  // register (r13 on x86_64, x22 on arm64) and stores it in the frame only
+  // at calls: the leaf interpreted frame's is here (0: not sampled).
+  uint64_t interp_bcp = 0;
 };
 
 inline constexpr size_t kMaxJsFrames = 64;

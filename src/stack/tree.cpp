@@ -109,6 +109,12 @@ void StackTree::insert(Node* root, const ResolvedStack& stack, TreeOptions::Merg
 std::string StackTree::format_frame(const Frame& f, bool source_locations) {
   char buf[64];
   std::string s;
+  if (f.runtime == "java") {  // as a Java stack trace prints it: "at pkg.Class.method(File.java:42)"
+    if (f.symbol.empty() || f.symbol.front() == '[') return "at " + f.symbol;
+    s = "at " + f.symbol + "(" + (f.file.empty() ? "Unknown Source" : f.file);
+    if (f.line && !f.file.empty()) s += ":" + std::to_string(f.line);
+    return s + ")";
+  }
   if ((f.jit() || f.is_runtime()) && !f.symbol.empty()) {
     s = "at " + f.symbol;
     if (!f.file.empty()) {

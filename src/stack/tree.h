@@ -6,6 +6,7 @@
 //   COUNT #LEVEL pc PC PATH(SYMBOL+OFF)(BUILD_ID)      native frame
 //   COUNT #LEVEL at FUNC (FILE:LINE:COL)               JIT frame (perf map)
 //   COUNT #LEVEL at FUNC (FILE:LINE)                   runtime frame (Python)
+//   COUNT #LEVEL at pkg.Class.method(File.java:LINE)   Java frame (HotSpot)
 //   COUNT #LEVEL pc PC [kernel.kallsyms](SYMBOL+OFF)(BUILD_ID)
 //   COUNT #LEVEL wait S (sleeping)                     off-CPU sample's state
 // PC is the module offset (8 hex digits at least; absolute for kernel and

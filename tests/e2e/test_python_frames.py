@@ -92,7 +92,7 @@ def test_asyncio_slow_callback_has_python_frames(tmp_path, python):
     assert rc == 0, err
     # Other processes' samples wait in the perf ring; a Python process's are
     # announced one by one (eager_pids), so its frames are read at once.
-    assert re.search(r"pid \d+: Python or JavaScript: each sample read at once", err), err[-3000:]
+    assert re.search(r"pid \d+: Python, JavaScript or Java: each sample read at once", err), err[-3000:]
     assert "malformed" not in err, err[-3000:]
     truth = [json.loads(l) for l in err.splitlines() if l.startswith("{")]
     assert len(truth) == 1, err

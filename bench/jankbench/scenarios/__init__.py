@@ -10,6 +10,7 @@ from .fuzz import fuzz
 from .lane import lane_idle, lane_tax
 from .load import Workloads, hooks, tax, throughput
 from .soak import soak
+from .java import hotspot_reader, jvm
 from .stacks import node, python_reader, stacks, v8_reader
 from .startup import startup
 
@@ -24,6 +25,8 @@ SCENARIOS = {
     "python": python_reader,
     "v8": v8_reader,
     "node": node,
+    "hotspot": hotspot_reader,
+    "jvm": jvm,
     "lane_tax": lane_tax,
     "lane_idle": lane_idle,
     "fuzz": fuzz,

@@ -1,0 +1,39 @@
+// Which named targets are JVMs (issue 29). A JVM's main thread is not the
+// process's first one and never waits in an event loop; its loop threads
+// are NIO selectors (epoll). Targets named by --pid, -- CMD or --comm are
+// looked at on a short backoff after the start (a JVM maps libjvm.so some
+// 50-100 ms after its exec) and each JVM is marked in the kernel, whose
+// wait hooks then watch its threads that wait in epoll
+// (Detector::mark_loop_threads). After the schedule nothing wakes
+// jankbpf for it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace jankbpf {
+
+// Whether pid maps a libjvm.so (its /proc/PID/maps, bounded).
+bool maps_libjvm(pid_t pid);
+
+class JvmTargets {
+ public:
+  JvmTargets(std::vector<pid_t> pids, std::string comm) : pids_(std::move(pids)), comm_(std::move(comm)) {}
+  void add(pid_t pid) { pids_.push_back(pid); }
+  // The JVMs among the targets not found before.
+  std::vector<pid_t> look();
+  // Milliseconds to the next look, 0 when the schedule is over.
+  uint64_t next_delay_ms();
+
+ private:
+  std::vector<pid_t> pids_;
+  std::string comm_;
+  std::set<pid_t> found_;
+  size_t step_ = 0;
+};
+
+}  // namespace jankbpf
