@@ -44,6 +44,7 @@ Detector::~Detector() {
   const uint64_t t0 = monotonic_ns();
   rb_.reset();
   captures_rb_.reset();
+  frames_rb_.reset();
   std::vector<bpf_link*> links;
   if (skel_ && skel_->skeleton) {
     for (int i = 0; i < skel_->skeleton->prog_cnt; i++) {
@@ -236,6 +237,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   ro->trace_ns = cfg.trace_ns;
   stacks_ = cfg.early_ns != 0;
   markers_ = cfg.markers;
+  frames_ = cfg.frames;
   ro->announce_tracked = cfg.markers;
   ro->state_in_task = plan.state_in_task;
   ro->use_task_from_pid = plan.task_from_pid;
@@ -257,6 +259,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   bpf_map__set_max_entries(skel_->maps.offcpu_bucket, plan.offcpu && cfg.offcpu_rate ? 4096 : 1);
   if (test_seams::one_ring() && !share_one_ring(error)) return false;
   select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, kernel);
+  configure_frames(skel_.get(), cfg);
 
   if (int err = jank_bpf__load(skel_.get())) {
     std::string why = last_libbpf_line();
@@ -298,7 +301,8 @@ bool Detector::attach(std::string* error) {
   };
   rb_.reset(reader(skel_->maps.events));
   if (rb_ && !test_seams::one_ring()) captures_rb_.reset(reader(skel_->maps.captures));
-  if (!rb_ || (!captures_rb_ && !test_seams::one_ring())) {
+  if (rb_ && frames_) frames_rb_.reset(reader(skel_->maps.frames));
+  if (!rb_ || (!captures_rb_ && !test_seams::one_ring()) || (frames_ && !frames_rb_)) {
     *error = std::string("cannot set up the ring buffers: ") + strerror(errno);
     return false;
   }

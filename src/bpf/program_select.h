@@ -30,4 +30,10 @@ std::vector<std::string> present_functions(const KernelFuncs& kernel, const std:
 void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu, bool markers,
                      bool trampolines, const KernelFuncs& kernel);
 
+// The frames programs (bpf/frames.bpf.h): loaded with cfg.frames, attached
+// by hand (attach_frames); their options; the frames ring at one page when
+// they are off.
+struct DetectorConfig;
+void configure_frames(jank_bpf* skel, const DetectorConfig& cfg);
+
 }  // namespace jankbpf
