@@ -123,6 +123,26 @@ enum jb_wl_iface {
 
 #define JB_WL_NAME 32
 
+/*
+ * What each interface a process's proxies point at is, so that its name is
+ * read once: (process, its start, the wl_interface's address) -> 1 + enum
+ * jb_wl_iface. An interface is static data of the library or program that
+ * defines it; the start time tells a reused pid apart.
+ */
+struct jb_iface_key {
+	__u64 interface;
+	__u64 proc_start_ns;
+	__u32 tgid;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct jb_iface_key);
+	__type(value, __u8);
+} wl_ifaces SEC(".maps");
+
 static __always_inline bool name_is(const char *name, const char *lit, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -132,7 +152,7 @@ static __always_inline bool name_is(const char *name, const char *lit, int n)
 }
 
 /* Which interface a proxy is, by its wl_interface's name. */
-static __noinline __u32 wl_iface_of(__u64 interface)
+static __noinline __u32 wl_iface_name(__u64 interface)
 {
 	char name[JB_WL_NAME] = {};
 	__u64 name_ptr = 0;
@@ -155,6 +175,20 @@ static __noinline __u32 wl_iface_of(__u64 interface)
 			return JB_WL_FEEDBACK;
 	}
 	return JB_WL_OTHER;
+}
+
+static __always_inline __u32 wl_iface_of(struct jb_thread *t, __u64 interface)
+{
+	struct jb_iface_key key = {.interface = interface, .proc_start_ns = t->proc_start_ns, .tgid = t->pid};
+	__u8 *cached = bpf_map_lookup_elem(&wl_ifaces, &key);
+	__u8 kind;
+
+	if (cached)
+		return *cached - 1;
+	kind = wl_iface_name(interface);
+	__u8 v = kind + 1;
+	bpf_map_update_elem(&wl_ifaces, &key, &v, BPF_ANY);
+	return kind;
 }
 
 /* The current thread, if it is watched; frames are measured only past the
@@ -250,7 +284,7 @@ static __noinline int wl_request(struct pt_regs *ctx)
 	if (bpf_probe_read_user(&p, sizeof(p), (void *)PT_REGS_PARM1(ctx)))
 		return 0;
 	opcode = (__u32)PT_REGS_PARM2(ctx);
-	kind = wl_iface_of(p.interface);
+	kind = wl_iface_of(t, p.interface);
 	if (kind == JB_WL_SURFACE) {
 		w.object = p.id;
 		w.surface = p.id;
@@ -295,6 +329,7 @@ static __noinline int wl_listener(struct pt_regs *ctx)
 	__u32 tid = (__u32)id;
 	struct jb_frame_what w = {};
 	struct jb_frame_thread *ft;
+	struct jb_thread *t;
 	struct jb_wl_proxy p;
 	struct jb_wl_key key = {};
 	__u32 kind, pend, surface;
@@ -305,25 +340,22 @@ static __noinline int wl_listener(struct pt_regs *ctx)
 	pend = ft->pend_kind;
 	surface = ft->pend_surface;
 	ft->pend_kind = 0;
-	if (bpf_probe_read_user(&p, sizeof(p), (void *)PT_REGS_PARM1(ctx)))
+	t = thread_of_current(tid);
+	if (!t || bpf_probe_read_user(&p, sizeof(p), (void *)PT_REGS_PARM1(ctx)))
 		return 0;
-	kind = wl_iface_of(p.interface);
+	kind = wl_iface_of(t, p.interface);
 	key.display = p.display;
 	key.tgid = id >> 32;
 	key.id = p.id;
 	if (pend == JB_PEND_FRAME && kind == JB_WL_CALLBACK) {
 		bpf_map_update_elem(&frame_callbacks, &key, &surface, BPF_ANY);
 	} else if (pend == JB_PEND_FEEDBACK && kind == JB_WL_FEEDBACK) {
-		struct jb_thread *t = thread_of_current(tid);
-
 		bpf_map_update_elem(&frame_feedbacks, &key, &surface, BPF_ANY);
-		if (t) {
-			w.kind = JB_FR_FEEDBACK;
-			w.object = p.id;
-			w.surface = surface;
-			w.display = p.display;
-			emit_frame(t, &w, bpf_ktime_get_ns());
-		}
+		w.kind = JB_FR_FEEDBACK;
+		w.object = p.id;
+		w.surface = surface;
+		w.display = p.display;
+		emit_frame(t, &w, bpf_ktime_get_ns());
 	}
 	return 0;
 }
@@ -397,7 +429,7 @@ static __noinline int wl_event(struct pt_regs *ctx)
 	    bpf_probe_read_user(&target, sizeof(target), (void *)target_slot) || !target ||
 	    bpf_probe_read_user(&p, sizeof(p), (void *)target))
 		return 0;
-	kind = wl_iface_of(p.interface);
+	kind = wl_iface_of(t, p.interface);
 	if (kind == JB_WL_OTHER || kind == JB_WL_SURFACE)
 		return 0;
 	/* Frames and their feedback only past the startup time. */

@@ -88,6 +88,11 @@ bool Monitor::start_frames() {
 void Monitor::on_frame_event(const jb_frame_event& e) {
   if (!frames_) return;
   frames_last_event_ns_ = e.hdr.time_ns;
+  if (e.kind == JB_FR_OUTPUT_MODE && (e.args[0] & 1))
+    log::info("pid %u: an output at %dx%d, %.3f Hz", e.hdr.pid, static_cast<int32_t>(e.args[1]),
+              static_cast<int32_t>(e.args[2]), static_cast<int32_t>(e.args[3]) / 1000.0);
+  else if (e.kind == JB_FR_CLOCK)
+    log::info("pid %u: presentation clock %u", e.hdr.pid, e.args[0]);
   frames_->on_event(e, clock_offsets());
   // A main thread that begins frames gets its own sampling clock.
   if (e.kind == JB_FR_BEGIN && frame_sampler_ && !frame_sampler_->watching(static_cast<pid_t>(e.hdr.tid))) {

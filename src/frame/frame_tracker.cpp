@@ -150,6 +150,8 @@ void FrameTracker::on_commit(const jb_frame_event& e) {
   s.open.reset();
   const Snapshot c = snapshot(e);
   const auto [iv, iv_source] = interval(key, s);
+  s.interval_ns = iv;
+  s.interval_source = iv_source;
 
   const uint64_t wall = sub0(c.time_ns, o.begin.time_ns);
   const uint64_t ran = sub0(c.exec_ns, o.begin.exec_ns);
@@ -323,8 +325,7 @@ std::vector<FrameTracker::SurfaceView> FrameTracker::surfaces() const {
   std::vector<SurfaceView> out;
   for (const auto& [k, s] : surfaces_) {
     if (!s.stats.frames()) continue;
-    auto [iv, src] = interval(k, s);
-    out.push_back({k, &s.stats, iv, src});
+    out.push_back({k, &s.stats, s.interval_ns, s.interval_source});
   }
   return out;
 }

@@ -92,6 +92,8 @@ class FrameTracker {
     uint64_t last_commit_ns = 0, last_present_ns = 0;
     uint64_t frames = 0;
     uint64_t refresh_ns = 0;     // from its presentation feedback
+    uint64_t interval_ns = 0;    // its last frame's, and where it came from
+    const char* interval_source = "default";
     bool last_janky = false;
     std::deque<Pending> pending;
     std::deque<uint64_t> latency_ns;       // start -> present of recent on-time frames
