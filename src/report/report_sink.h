@@ -27,6 +27,8 @@ class ReportSink final : public Output {
   void emit(const TaskRecord& r) override;
   void emit(const ExitRecord& r) override;
   void emit(const SummaryRecord& r) override;  // the final write, before it returns
+  void emit(const FrameRecord& r) override;    // a janky frame: a rewrite is due
+  void emit(const FrameBatch& b) override;     // every frame: kept for the final write and the next
 
  private:
   void run();

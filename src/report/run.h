@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -43,6 +45,12 @@ struct TaskEntry {
   std::vector<Sample> samples;
 };
 
+// A janky frame's record with its samples interned (frames: issue 28).
+struct FrameEntry {
+  FrameRecord rec;  // rec.sampled is moved into `samples`
+  std::vector<Sample> samples;
+};
+
 struct Run {
   StackTable table;
   std::vector<TaskEntry> tasks;
@@ -52,6 +60,16 @@ struct Run {
 
   static constexpr size_t kMaxTasks = 20000;
   void add(TaskRecord rec);
+
+  // Frames: every frame of every surface (the last kMaxFrames), the janky
+  // ones' records, and each process's name.
+  std::deque<FrameTiming> frames;
+  std::vector<FrameEntry> janky_frames;
+  std::map<pid_t, std::string> frame_procs;
+  uint64_t frames_dropped = 0;  // the oldest frames let go: over kMaxFrames
+  static constexpr size_t kMaxFrames = 20000;
+  void add(FrameRecord rec);
+  void add(const FrameBatch& batch);
 };
 
 // "name (pid N)": the root frame of a process's folded stacks and the
