@@ -191,6 +191,22 @@ static __always_inline __u32 wl_iface_of(struct jb_thread *t, __u64 interface)
 	return kind;
 }
 
+/*
+ * The listener functions of a process whose events are of no interest
+ * here (a wl_buffer's release, wl_display's delete_id, input): (process,
+ * its start, the function) -> 1 + the interface first seen calling it. An
+ * event for such a function costs a lookup instead of three reads. (A
+ * function a client used both for such an event and as a frame callback's
+ * done would hide its frames: clients give frame callbacks a handler of
+ * their own.)
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct jb_iface_key);
+	__type(value, __u8);
+} wl_fns SEC(".maps");
+
 /* The current thread, if it is watched; frames are measured only past the
  * startup time (`checking`), while what the compositor says of itself (its
  * clock, the outputs' modes) is wanted from the first event. */
@@ -425,11 +441,20 @@ static __noinline int wl_event(struct pt_regs *ctx)
 
 	if (!t)
 		return 0;
+	struct jb_iface_key fkey = {.interface = fn, .proc_start_ns = t->proc_start_ns, .tgid = t->pid};
+	__u8 *seen = bpf_map_lookup_elem(&wl_fns, &fkey);
+
+	if (seen && (*seen == JB_WL_OTHER + 1 || *seen == JB_WL_SURFACE + 1))
+		return 0;
 	if (bpf_probe_read_user(&target_slot, sizeof(target_slot), &avalue[1]) || !target_slot ||
 	    bpf_probe_read_user(&target, sizeof(target), (void *)target_slot) || !target ||
 	    bpf_probe_read_user(&p, sizeof(p), (void *)target))
 		return 0;
 	kind = wl_iface_of(t, p.interface);
+	if (!seen) {
+		__u8 v = kind + 1;
+		bpf_map_update_elem(&wl_fns, &fkey, &v, BPF_ANY);
+	}
 	if (kind == JB_WL_OTHER || kind == JB_WL_SURFACE)
 		return 0;
 	/* Frames and their feedback only past the startup time. */

@@ -4,7 +4,8 @@
 # traces against Perfetto's schema (protobuf-compiler), redis-server for a
 # real target, and speedscope (npm) as a second real reader of folded
 # stacks, installed into build/test-deps; Debian's python3.11 for the
-# Python-frames tests (tests/e2e/test_python_frames.py). Idempotent: a second run touches
+# Python-frames tests (tests/e2e/test_python_frames.py); weston, GTK 4 and
+# PyGObject for the frame tests. Idempotent: a second run touches
 # no network. Measured on the 2-vCPU test VM: chromium, protobuf-compiler and
 # redis-server fetch 115 MB from the Debian mirror (377 MB installed);
 # speedscope is 1.4 MB from npm, about 1 s.
@@ -13,7 +14,10 @@
 set -euo pipefail
 build=${1:-build}
 
-pkgs=(chromium protobuf-compiler redis-server redis-tools python3.11)
+pkgs=(chromium protobuf-compiler redis-server redis-tools python3.11
+      # The frame tests (tests/e2e/test_frames.py): weston's headless
+      # compositor and a GTK 4 app through Python (software rendering).
+      weston python3-gi python3-gi-cairo gir1.2-gtk-4.0)
 # npm comes with some nodejs builds (NodeSource); Debian packages it apart.
 command -v npm >/dev/null || pkgs+=(npm)
 missing=()

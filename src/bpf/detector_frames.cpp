@@ -28,7 +28,7 @@ void configure_frames(jank_bpf* skel, const DetectorConfig& cfg) {
     // Unused: the smallest each map may be.
     bpf_map__set_max_entries(skel->maps.frames, 4096);
     for (auto* m : {skel->maps.frame_threads, skel->maps.frame_callbacks, skel->maps.frame_feedbacks,
-                    skel->maps.frame_interval, skel->maps.wl_ifaces})
+                    skel->maps.frame_interval, skel->maps.wl_ifaces, skel->maps.wl_fns})
       bpf_map__set_max_entries(m, 1);
   }
 }

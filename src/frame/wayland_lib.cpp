@@ -106,6 +106,32 @@ std::optional<uint64_t> file_offset(Elf* elf, uint64_t vaddr) {
   return std::nullopt;
 }
 
+// x86_64: the one `call rel32` (e8) to the PLT entry at `entry` in the
+// library's code, if there is exactly one and no `jmp rel32` (e9) to it. A
+// uprobe there is emulated (one trap); on the PLT's `jmp *GOT(%rip)` the
+// kernel must single-step it out of line (a second trap per event).
+std::optional<uint64_t> x86_sole_call(Elf* elf, const std::vector<Section>& secs, const stack::ElfImage& img,
+                                      uint64_t entry) {
+  std::optional<uint64_t> call;
+  int calls = 0;
+  for (const auto& s : secs) {
+    if (s.hdr.sh_type != SHT_PROGBITS || !(s.hdr.sh_flags & SHF_EXECINSTR) || s.name.starts_with(".plt")) continue;
+    if (s.hdr.sh_size > (64u << 20)) return std::nullopt;
+    std::vector<uint8_t> code(s.hdr.sh_size);
+    if (!img.read(s.hdr.sh_offset, code.data(), code.size())) return std::nullopt;
+    for (size_t i = 0; i + 5 <= code.size(); i++) {
+      if (code[i] != 0xe8 && code[i] != 0xe9) continue;
+      const int32_t rel = static_cast<int32_t>(le32(&code[i + 1]));
+      if (s.hdr.sh_addr + i + 5 + static_cast<int64_t>(rel) != entry) continue;
+      if (code[i] == 0xe9) return std::nullopt;  // a tail call: the PLT entry it is
+      calls++;
+      call = s.hdr.sh_addr + i;
+    }
+  }
+  (void)elf;
+  return calls == 1 ? call : std::nullopt;
+}
+
 }  // namespace
 
 std::optional<uint64_t> plt_jump_to(const uint8_t* code, size_t size, uint64_t addr, uint64_t got,
@@ -149,6 +175,10 @@ std::optional<WaylandSites> wayland_sites(const std::string& path, std::string* 
       if (!img->read(s.hdr.sh_offset, code.data(), code.size())) continue;
       auto at = plt_jump_to(code.data(), code.size(), s.hdr.sh_addr, got, img->machine());
       if (!at) continue;
+      if (img->machine() == EM_X86_64) {
+        const uint64_t entry = *at - (*at - s.hdr.sh_addr) % 16;  // entries are 16 bytes
+        if (auto call = x86_sole_call(elf, secs, *img, entry)) at = call;
+      }
       auto off = file_offset(elf, *at);
       if (!off) continue;
       out.event = *off;

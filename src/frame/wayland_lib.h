@@ -16,7 +16,10 @@ struct WaylandSites {
   std::string path;          // the library file the probes attach to
   uint64_t request = 0;      // wl_proxy_marshal_array_flags
   uint64_t listener = 0;     // wl_proxy_add_listener
-  uint64_t event = 0;        // the ffi_call PLT stub's instruction that jumps through the GOT
+  // Where events are seen: on x86_64 the one call of ffi_call's PLT entry
+  // (wl_closure_invoke's), an emulated instruction; else the entry's jump
+  // through the GOT (aarch64's adrp is emulated too).
+  uint64_t event = 0;
 };
 
 // The system's libwayland-client.so.0 (PATH, LD_LIBRARY_PATH, the library

@@ -341,4 +341,14 @@ TEST_CASE("the system's libwayland-client has the three probe sites", "[frames]"
   CHECK(sites->listener != 0);
   CHECK(sites->event != 0);
   CHECK(sites->event != sites->request);
+#if defined(__x86_64__)
+  // On x86_64 the one call of ffi_call's PLT entry, an instruction uprobes
+  // emulate (e8 rel32): Debian's library has exactly one.
+  FILE* f = fopen(sites->path.c_str(), "rb");
+  REQUIRE(f);
+  REQUIRE(fseek(f, static_cast<long>(sites->event), SEEK_SET) == 0);
+  int op = fgetc(f);
+  fclose(f);
+  CHECK(op == 0xe8);
+#endif
 }

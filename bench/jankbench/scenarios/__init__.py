@@ -6,6 +6,7 @@ with the fuzzers and the soak (hours, and 30 minutes) last."""
 from __future__ import annotations
 
 from .detect import accuracy, footprint
+from .frames import frames
 from .fuzz import fuzz
 from .lane import lane_tax
 from .load import Workloads, hooks, tax, throughput
@@ -25,6 +26,7 @@ SCENARIOS = {
     "v8": v8_reader,
     "node": node,
     "lane_tax": lane_tax,
+    "frames": frames,
     "fuzz": fuzz,
     "soak": soak,
 }

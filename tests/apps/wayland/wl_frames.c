@@ -15,7 +15,8 @@
  * client that stops committing); --spin-us spins that long in every frame.
  * Ground truth on stdout, one JSON object per line: the refresh, then per
  * frame {"surface","frame","start_ns","end_ns","ms","planted_ms"} with
- * CLOCK_MONOTONIC times, then "done".
+ * CLOCK_MONOTONIC times and the presentation times it was told, then
+ * "done" with the CPU time the counted frames cost the process.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -73,6 +74,7 @@ static struct {
 	int nslow;
 	long stall_frame, stall_ms;
 	int done_surfaces;
+	uint64_t counted_cpu_ns, counted_wall_ns;  /* the process's CPU and time at frame 0 */
 	struct surface surfaces[MAX_SURFACES];
 } app = {.frames = 300, .nsurfaces = 1, .feedback = true, .stall_frame = -1};
 
@@ -81,6 +83,14 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -226,8 +236,13 @@ static void frame_done(void *data, struct wl_callback *cb, uint32_t time)
 			(unsigned long long)(r.tv_sec * 1000ull + r.tv_nsec / 1000000));
 	}
 	wl_callback_destroy(cb);
-	if (s->frame < 0 && start >= app.warmup_end_ns)
+	if (s->frame < 0 && start >= app.warmup_end_ns) {
 		s->frame = 0;
+		if (!app.counted_wall_ns) {
+			app.counted_wall_ns = start;
+			app.counted_cpu_ns = cpu_ns();
+		}
+	}
 	else if (s->frame >= 0)
 		s->frame++;
 	if (s->frame >= app.frames) {
@@ -389,7 +404,9 @@ int main(int argc, char **argv)
 			return 1;
 		wl_display_dispatch_pending(app.display);
 	}
-	printf("{\"done\":true}\n");
+	/* What the counted frames cost this process (the bench's per-frame cost). */
+	printf("{\"done\":true,\"cpu_ns\":%llu,\"wall_ns\":%llu}\n",
+	       (unsigned long long)(cpu_ns() - app.counted_cpu_ns), (unsigned long long)(now_ns() - app.counted_wall_ns));
 	wl_display_disconnect(app.display);
 	return 0;
 }
