@@ -96,7 +96,7 @@ struct {
 	__type(value, __u64);
 } frame_interval SEC(".maps");
 
-/* Frame events: a few per frame, drained by userspace every 200 ms. */
+/* Frame events: a few per frame, drained by userspace every 500 ms. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 512 * 1024);

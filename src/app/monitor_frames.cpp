@@ -1,6 +1,6 @@
 // Monitor, the frames of Wayland clients (issue 28): the libwayland-client
 // probes attached at start, the kernel's frame events into the tracker,
-// the `frames` ring drained on a 200 ms timer while they flow (and woken
+// the `frames` ring drained on a 500 ms timer while they flow (and woken
 // by its first record after a quiet spell), each client's main thread
 // sampled by a per-thread clock, janky frames to the reporter with their
 // stacks, and every frame to the sinks in batches.
@@ -21,7 +21,9 @@
 namespace jankbpf {
 namespace {
 
-constexpr int64_t kTickNs = 200'000'000;
+// Twice a second: each tick wakes this thread and the reporter, which costs
+// more than the frames it carries.
+constexpr int64_t kTickNs = 500'000'000;
 // After this long without a frame event the timer stops; the ring's next
 // record wakes the loop again.
 constexpr uint64_t kQuietNs = 2'000'000'000;

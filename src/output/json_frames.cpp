@@ -106,6 +106,8 @@ void add_frame_summary(Json& j, const SummaryRecord& r) {
   }
   j["frames"] = rows;
   j["frame_records"] = r.frame_records;
+  j["frame_samples"] = r.kernel.frame_samples;
+  j["frame_events_lost"] = r.kernel.frame_events_lost;
 }
 
 }  // namespace jankbpf

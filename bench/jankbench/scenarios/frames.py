@@ -51,7 +51,7 @@ def _one(runtime: str, frames_on: bool, frames: int, stats: bool = False) -> dic
             done = json.loads(line)
             jb_cpu1 = proc_cpu_ns(jb.pid)
     c.wait(30)
-    time.sleep(0.3)  # its last frames' drain
+    time.sleep(0.6)  # its last frames' drain (every 500 ms)
     summary = jb.finish()
     if not done or jb_cpu0 is None:
         raise Fatal("wl_frames did not finish its frames")
