@@ -285,6 +285,26 @@ static __always_inline __u64 interval_of(__u32 tgid)
 	return v && *v ? *v : frame_interval_ns;
 }
 
+/*
+ * A late frame's thread slept inside it: the capture stashed when it went
+ * to sleep (stacks.bpf.h), if it is of this task and of this frame, is sent
+ * as a long task's would be (within --offcpu-rate).
+ */
+static __noinline void frame_offcpu(__u32 tid, struct jb_thread *t, __u64 open_ns)
+{
+	struct jb_offcpu_event *e;
+
+	if (!t->in_task || t->stash_seq != t->seq)
+		return;
+	e = stash_of(bpf_get_current_task_btf(), tid, false);
+	if (!e || e->seq != t->seq || e->hdr.time_ns < open_ns)
+		return;
+	if (offcpu_token(t->pid, bpf_ktime_get_ns()))
+		send_offcpu(t, e);
+	else
+		t->stash_seq = 0;
+}
+
 /* wl_proxy_marshal_array_flags(proxy, opcode, interface, version, flags, args) */
 static __noinline int wl_request(struct pt_regs *ctx)
 {
@@ -313,8 +333,13 @@ static __noinline int wl_request(struct pt_regs *ctx)
 			}
 		} else if (opcode == 6) {  /* commit */
 			ft = frame_thread_of((__u32)id, false);
-			if (ft && ft->open_ns && ft->surface == p.id)
+			if (ft && ft->open_ns && ft->surface == p.id) {
+				/* Past its deadline, the frame's off-CPU stack (where it
+				 * last slept, stashed at that switch-out) goes out too. */
+				if (offcpu_enabled && bpf_ktime_get_ns() > ft->deadline_ns)
+					frame_offcpu((__u32)id, t, ft->open_ns);
 				ft->open_ns = 0;
+			}
 			w.kind = JB_FR_COMMIT;
 			emit_frame(t, &w, bpf_ktime_get_ns());
 		} else if (opcode == 0) {  /* destroy */

@@ -161,6 +161,7 @@ void Monitor::frames_tick(bool final) {
 
   auto done = frames_->take_finished();
   if (!done.empty()) {
+    detector_->drain_captures();  // late frames' off-CPU stacks, before their records
     FrameBatch batch;
     for (const FrameTiming& f : done) {
       auto it = frame_procs_.find(f.pid);
