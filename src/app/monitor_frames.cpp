@@ -225,6 +225,7 @@ void Monitor::frames_summary(SummaryRecord& s) {
     s.frames.push_back(std::move(row));
   }
   s.frame_records = reporter_->stats().frame_records;
+  s.frame_surfaces_untracked = frames_->untracked();
 }
 
 }  // namespace jankbpf

@@ -53,10 +53,17 @@ FrameTracker::Snapshot FrameTracker::snapshot(const jb_frame_event& e) {
   return s;
 }
 
-FrameTracker::Surface& FrameTracker::surface(const jb_frame_event& e) {
+FrameTracker::Surface* FrameTracker::surface(const jb_frame_event& e) {
   const pid_t pid = static_cast<pid_t>(e.hdr.pid);
   if (procs_.try_emplace(pid).second) new_procs_.push_back(pid);
-  return surfaces_[SurfaceKey{pid, e.display, e.surface}];
+  const SurfaceKey key{pid, e.display, e.surface};
+  auto it = surfaces_.find(key);
+  if (it != surfaces_.end()) return &it->second;
+  if (surfaces_.size() >= kMaxSurfaces) {  // counted, not tracked
+    untracked_++;
+    return nullptr;
+  }
+  return &surfaces_[key];
 }
 
 std::pair<uint64_t, const char*> FrameTracker::interval(const SurfaceKey& k, const Surface& s) const {
@@ -84,7 +91,9 @@ void FrameTracker::on_event(const jb_frame_event& e, const ClockOffsets& clocks)
   const pid_t pid = static_cast<pid_t>(e.hdr.pid);
   switch (e.kind) {
     case JB_FR_BEGIN: {
-      Surface& s = surface(e);
+      Surface* sp = surface(e);
+      if (!sp) return;
+      Surface& s = *sp;
       if (s.open) {  // a callback that led to no commit: the app had nothing to draw
         abandoned_++;
         s.stats.abandoned();
@@ -102,7 +111,7 @@ void FrameTracker::on_event(const jb_frame_event& e, const ClockOffsets& clocks)
       on_commit(e);
       return;
     case JB_FR_FEEDBACK:
-      surface(e).next_feedback = e.object;
+      if (Surface* sp = surface(e)) sp->next_feedback = e.object;
       return;
     case JB_FR_PRESENTED:
     case JB_FR_DISCARDED:
@@ -139,7 +148,9 @@ void FrameTracker::on_event(const jb_frame_event& e, const ClockOffsets& clocks)
 }
 
 void FrameTracker::on_commit(const jb_frame_event& e) {
-  Surface& s = surface(e);
+  Surface* sp = surface(e);
+  if (!sp) return;
+  Surface& s = *sp;
   const SurfaceKey key{static_cast<pid_t>(e.hdr.pid), e.display, e.surface};
   const uint64_t prev_commit = s.last_commit_ns;
   s.last_commit_ns = e.hdr.time_ns;
@@ -302,8 +313,11 @@ void FrameTracker::tick(uint64_t now_ns) {
 }
 
 void FrameTracker::forget(pid_t pid) {
-  for (auto it = surfaces_.begin(); it != surfaces_.end(); ++it) {
-    if (it->first.pid != pid) continue;
+  for (auto it = surfaces_.begin(); it != surfaces_.end();) {
+    if (it->first.pid != pid) {
+      ++it;
+      continue;
+    }
     Surface& s = it->second;
     while (!s.pending.empty()) {
       FrameTiming f = s.pending.front().f;
@@ -311,6 +325,8 @@ void FrameTracker::forget(pid_t pid) {
       finish(s, f, false);
     }
     s.open.reset();
+    // A surface that had frames stays for the summary; one that had none goes.
+    it = s.stats.frames() ? std::next(it) : surfaces_.erase(it);
   }
   procs_.erase(pid);
 }

@@ -67,6 +67,10 @@ class FrameTracker {
   };
   std::vector<SurfaceView> surfaces() const;
   uint64_t abandoned() const { return abandoned_; }
+  // Surfaces followed at once (each holds its statistics for the summary);
+  // events of further surfaces are counted here and ignored.
+  static constexpr size_t kMaxSurfaces = 1024;
+  uint64_t untracked() const { return untracked_; }
 
  private:
   struct Snapshot {  // the thread at an event
@@ -106,7 +110,7 @@ class FrameTracker {
   };
 
   static Snapshot snapshot(const jb_frame_event& e);
-  Surface& surface(const jb_frame_event& e);
+  Surface* surface(const jb_frame_event& e);  // nullptr past kMaxSurfaces
   std::pair<uint64_t, const char*> interval(const SurfaceKey& k, const Surface& s) const;
   void on_commit(const jb_frame_event& e);
   void on_presented(const jb_frame_event& e, const ClockOffsets& clocks, bool discarded);
@@ -119,7 +123,7 @@ class FrameTracker {
   std::vector<FrameTiming> finished_;
   std::vector<std::pair<pid_t, uint64_t>> interval_updates_;
   std::vector<pid_t> new_procs_;
-  uint64_t abandoned_ = 0;
+  uint64_t abandoned_ = 0, untracked_ = 0;
 };
 
 }  // namespace jankbpf::frame

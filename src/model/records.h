@@ -213,6 +213,7 @@ struct SummaryRecord {
   // Wayland frames (issue 28): per process and surface; frame records written.
   std::vector<SurfaceFrameStats> frames;
   uint64_t frame_records = 0;
+  uint64_t frame_surfaces_untracked = 0;  // surfaces past the tracker's 1,024
   double cpu_user_s = 0;
   double cpu_sys_s = 0;
   long max_rss_kb = 0;

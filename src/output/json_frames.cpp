@@ -108,6 +108,7 @@ void add_frame_summary(Json& j, const SummaryRecord& r) {
   j["frame_records"] = r.frame_records;
   j["frame_samples"] = r.kernel.frame_samples;
   j["frame_events_lost"] = r.kernel.frame_events_lost;
+  if (r.frame_surfaces_untracked) j["frame_surfaces_untracked"] = r.frame_surfaces_untracked;
 }
 
 }  // namespace jankbpf
