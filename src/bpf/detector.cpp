@@ -184,8 +184,20 @@ bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const Kern
     }
   }
   std::string timer_why, offcpu_why, task_why;
+  // Frames' programs are extras: a kernel that refuses them still runs the
+  // rest. Each plan is tried with them, then (only if that failed) without.
+  DetectorConfig no_frames = cfg;
+  no_frames.frames = false;
   for (const Plan& p : plans) {
-    if (load(cfg, p, kernel, &why)) {
+    bool loaded = load(cfg, p, kernel, &why);
+    if (!loaded && cfg.frames) {
+      const std::string frames_why = why;
+      loaded = load(no_frames, p, kernel, &why);
+      if (loaded)
+        features->set("wayland_frames", false, "its BPF programs do not load here: " + frames_why,
+                      "no frame records");
+    }
+    if (loaded) {
       const bool timer = p.mode == WatchdogMode::Timer;
       if (cfg.watchdog != WatchdogMode::Scan)
         features->set("bpf_timer", timer, timer ? "tp_btf programs own bpf_timers" : timer_why,

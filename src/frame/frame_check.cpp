@@ -30,6 +30,8 @@ std::string drm_card() {
 void check_frames(bool frames_on, FeatureSet& features) {
   if (!frames_on) {
     features.set("wayland_frames", false, "--frames off", "no frame records");
+  } else if (const Feature* f = features.find("wayland_frames"); f && !f->ok) {
+    // The probe's load said so already: the frames' programs do not load.
   } else {
     std::string why;
     auto sites = find_wayland_client(&why);
