@@ -12,6 +12,7 @@
 #include "frame/frame_tracker.h"
 #include "frame/wayland_lib.h"
 #include "output/output.h"
+#include "report/jsonl_reader.h"
 #include "skip.h"
 
 using namespace jankbpf;
@@ -302,6 +303,38 @@ TEST_CASE("the frame record renders its timelines and verdict", "[frames]") {
   CHECK_FALSE(j["expected"].contains("present_monotonic_ns"));
   CHECK(j["task_seq"] == 9);
   CHECK_FALSE(j.contains("why"));
+}
+
+TEST_CASE("jankbpf report reads a frame record back", "[frames]") {
+  FrameRecord r;
+  r.proc.pid = 42;
+  r.proc.name = "app";
+  r.frame.pid = 42;
+  r.frame.tid = 42;
+  r.frame.surface = 7;
+  r.frame.number = 3;
+  r.frame.expected_start_ns = 1'000 * kMs;
+  r.frame.start_ns = 1'010 * kMs;
+  r.frame.deadline_ns = 1'000 * kMs + kI;
+  r.frame.end_ns = 1'060 * kMs;
+  r.frame.interval_ns = kI;
+  r.frame.jank = FrameJank::AppDeadlineMissed;
+  r.frame.skipped_frames = 3;
+  r.frame.janky = true;
+  r.runnable_name = "slow_paint";
+  FrameRecord back;
+  REQUIRE(report::frame_from_json(nlohmann::json::parse(to_json_line(r)), &back));
+  CHECK(back.frame.surface == 7);
+  CHECK(back.frame.start_ns == r.frame.start_ns);
+  CHECK(back.frame.deadline_ns == r.frame.deadline_ns);
+  CHECK(back.frame.jank == FrameJank::AppDeadlineMissed);
+  CHECK(back.frame.skipped_frames == 3);
+  CHECK(back.runnable_name == "slow_paint");
+  // Nonsense timelines are refused, not drawn.
+  auto bad = nlohmann::json::parse(to_json_line(r));
+  bad["actual"]["end_monotonic_ns"] = 1;
+  CHECK_FALSE(report::frame_from_json(bad, &back));
+  CHECK_FALSE(report::frame_from_json(nlohmann::json::parse(R"({"type":"frame","actual":"x"})"), &back));
 }
 
 TEST_CASE("the ffi_call PLT entry is found by the GOT slot it jumps through", "[frames]") {
