@@ -61,10 +61,16 @@ bool Monitor::start_frames() {
     log::info("frames: %s", why.c_str());
     return true;
   }
-  if (!detector_->attach_frames(sites->path, sites->request, sites->listener, sites->event, &why)) {
-    features_.set("wayland_frames", false, why, "no frame records");
-    return true;
-  }
+  // Named targets only trap in their own processes (--pid, -- CMD: the
+  // probes are theirs); --comm and every process need them everywhere.
+  std::vector<pid_t> where = opts_.pids;
+  if (launcher_.pid() > 0) where.push_back(launcher_.pid());
+  if (where.empty() || !opts_.comm.empty()) where = {-1};
+  for (pid_t pid : where)
+    if (!detector_->attach_frames(sites->path, sites->request, sites->listener, sites->event, pid, &why)) {
+      features_.set("wayland_frames", false, why, "no frame records");
+      return true;
+    }
   features_.set("wayland_frames", true, "uprobes on " + sites->path);
   frame::TrackerConfig tc;
   tc.fixed_interval_ns = opts_.frame_interval_ms > 0 ? static_cast<uint64_t>(opts_.frame_interval_ms * 1e6) : 0;

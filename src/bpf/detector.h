@@ -105,7 +105,7 @@ class Detector {
   // a process's refresh interval; whether userspace drains the ring on a
   // timer (records then wake nobody); the per-thread sampler's filter.
   bool attach_frames(const std::string& library, uint64_t request, uint64_t listener, uint64_t event,
-                     std::string* error);
+                     pid_t pid, std::string* error);  // pid -1: every process
   int frames_fd() const;
   int drain_frames();
   bool set_frame_interval(pid_t pid, uint64_t ns);

@@ -34,7 +34,7 @@ void configure_frames(jank_bpf* skel, const DetectorConfig& cfg) {
 }
 
 bool Detector::attach_frames(const std::string& library, uint64_t request, uint64_t listener, uint64_t event,
-                             std::string* error) {
+                             pid_t pid, std::string* error) {
   if (!frames_) {
     *error = "frame programs not loaded";
     return false;
@@ -50,7 +50,7 @@ bool Detector::attach_frames(const std::string& library, uint64_t request, uint6
   for (const Site& s : sites) {
     clear_libbpf_log();
     LIBBPF_OPTS(bpf_uprobe_opts, opts);
-    bpf_link* link = bpf_program__attach_uprobe_opts(s.prog, -1, library.c_str(), static_cast<size_t>(s.offset), &opts);
+    bpf_link* link = bpf_program__attach_uprobe_opts(s.prog, pid, library.c_str(), static_cast<size_t>(s.offset), &opts);
     if (!link) {
       int err = errno;
       std::string why = last_libbpf_line();
