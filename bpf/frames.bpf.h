@@ -495,9 +495,17 @@ static __noinline int wl_event(struct pt_regs *ctx)
 		return 0;
 	w.object = p.id;
 	w.display = p.display;
-	if (kind == JB_WL_FEEDBACK) {  /* sync_output, presented, discarded */
-		if (fn != impl[1] && fn != impl[2])
-			return 0;
+	/* An event of these interfaces that is none of the ones wanted here
+	 * (sync_output, wl_output's geometry, done, scale): its function is
+	 * skipped from now on. */
+	if (!(kind == JB_WL_FEEDBACK && (fn == impl[1] || fn == impl[2])) &&
+	    !(kind == JB_WL_OUTPUT && fn == impl[1]) && !(kind == JB_WL_PRESENTATION && fn == impl[0])) {
+		__u8 skip = JB_WL_OTHER + 1;
+
+		bpf_map_update_elem(&wl_fns, &fkey, &skip, BPF_ANY);
+		return 0;
+	}
+	if (kind == JB_WL_FEEDBACK) {  /* presented, discarded */
 		surface = bpf_map_lookup_elem(&frame_feedbacks, &key);
 		if (!surface)
 			return 0;

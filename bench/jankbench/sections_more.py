@@ -3,7 +3,7 @@ data, and the Notes that close it."""
 from __future__ import annotations
 
 from .goals import soak_lost
-from .stats import fmt, frame_costs, lane_ratio, median
+from .stats import fmt, frame_costs, lane_ratio
 
 
 def lane_tax(doc, d):
@@ -174,7 +174,8 @@ def frames(doc, d):
     doc.p(f"`{d['client']}` under `jankbpf --comm wl_frames --ignore-startup-time 3`, `--frames off` and `on` "
           f"alternating, {d['rounds']} round(s) of each. The client's CPU (CLOCK_PROCESS_CPUTIME_ID over its "
           "counted frames: the uprobes' traps are charged to it) and jankbpf's (schedstat, every thread, over "
-          "the same frames), per frame; the medians' differences are what frames cost.")
+          "the same frames), per frame; the difference of each side's best (least) round is what frames cost "
+          "(other sessions' load only adds CPU time).")
     rows = []
     for mode in ("off", "on"):
         for i, r in enumerate(d["runs"][mode]):

@@ -2,7 +2,7 @@
 client's frames costs, per frame and for a 60 Hz client: tests/apps/wayland/
 wl_frames (shm, presentation feedback, a frame per callback) under weston's
 headless backend, watched by `jankbpf --comm wl_frames` with `--frames on`
-and `--frames off`, alternating (off on off on ...). The uprobes' traps are
+and `--frames off`, alternating (off on off on ...), five rounds. The uprobes' traps are
 charged to the client (its CPU per frame, CLOCK_PROCESS_CPUTIME_ID over its
 counted frames); jankbpf's own share is its CPU (every thread, schedstat)
 over the same frames. One more run with kernel.bpf_stats_enabled gives each
@@ -68,7 +68,7 @@ def _one(runtime: str, frames_on: bool, frames: int, stats: bool = False) -> dic
 def frames(ctx) -> dict:
     if not shutil.which("weston") or not os.path.exists(WL_FRAMES):
         raise Fatal("weston or build/tests/wl_frames is missing (scripts/install-test-deps.sh, make apps)")
-    rounds = 1 if config.QUICK else 3
+    rounds = 1 if config.QUICK else 5
     n = 200 if config.QUICK else 400
     runtime = tempfile.mkdtemp(prefix="jb-bench-wayland-")
     os.chmod(runtime, 0o700)
