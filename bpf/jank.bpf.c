@@ -17,6 +17,7 @@
  *   sched.bpf.h       switch, wakeup, exit, exec
  *   waits.bpf.h       the waits that bound tasks (include/jankbpf/hooks.h)
  *   markers.bpf.h     a runtime's own dispatch marks
+ *   frames.bpf.h      Wayland clients' frames (libwayland-client uprobes)
  *
  * A task is the span from the return of an event-loop wait to the thread's
  * next entry into one (or a marker's span). The waits are hooked with BPF
@@ -46,6 +47,7 @@
 #include "sched.bpf.h"
 #include "waits.bpf.h"
 #include "markers.bpf.h"
+#include "frames.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -178,6 +180,33 @@ SEC("usdt")
 int jb_usdt_end(struct pt_regs *ctx)
 {
 	return marker_end();
+}
+
+/* ---- frames: libwayland-client's requests, listeners and events --------- */
+
+SEC("uprobe")
+int jb_wl_request(struct pt_regs *ctx)
+{
+	return wl_request(ctx);
+}
+
+SEC("uprobe")
+int jb_wl_listener(struct pt_regs *ctx)
+{
+	return wl_listener(ctx);
+}
+
+SEC("uprobe")
+int jb_wl_event(struct pt_regs *ctx)
+{
+	return wl_event(ctx);
+}
+
+/* A Wayland main thread's own cpu-clock: stacks of its frames past their deadline. */
+SEC("perf_event")
+int jb_frame_sample(void *ctx)
+{
+	return frame_sample();
 }
 
 /* ---- the scheduler: tp_btf (timer watchdog) or raw_tp (scan) ------------ */

@@ -25,6 +25,9 @@ pkgs=(
   trace-cmd
   python3 python3-pytest nodejs
   systemtap-sdt-dev libglib2.0-dev
+  # The Wayland test client (tests/apps/wayland/wl_frames.c): libwayland-client,
+  # wayland-scanner and the xdg-shell and presentation-time protocols.
+  libwayland-dev libwayland-bin wayland-protocols
   # The libFuzzer targets (make fuzz): clang's fuzzer, ASan and UBSan
   # runtimes are in Debian's libclang-rt-14-dev, not in clang itself.
   libclang-rt-14-dev

@@ -6,7 +6,8 @@
 # stacks, installed into build/test-deps; Debian's python3.11 for the
 # Python-frames tests (tests/e2e/test_python_frames.py); Debian's OpenJDK 17
 # (java and javac) for the Java-frames tests (tests/e2e/test_java_frames.py,
-# the unit tests' live JVM: 115 MB from the mirror, 270 MB installed). Idempotent: a second run touches
+# the unit tests' live JVM: 115 MB from the mirror, 270 MB installed); weston,
+# GTK 4 and PyGObject for the frame tests. Idempotent: a second run touches
 # no network. Measured on the 2-vCPU test VM: chromium, protobuf-compiler and
 # redis-server fetch 115 MB from the Debian mirror (377 MB installed);
 # speedscope is 1.4 MB from npm, about 1 s.
@@ -15,7 +16,10 @@
 set -euo pipefail
 build=${1:-build}
 
-pkgs=(chromium protobuf-compiler redis-server redis-tools python3.11 openjdk-17-jdk-headless)
+pkgs=(chromium protobuf-compiler redis-server redis-tools python3.11 openjdk-17-jdk-headless
+      # The frame tests (tests/e2e/test_frames.py): weston's headless
+      # compositor and a GTK 4 app through Python (software rendering).
+      weston python3-gi python3-gi-cairo gir1.2-gtk-4.0)
 # npm comes with some nodejs builds (NodeSource); Debian packages it apart.
 command -v npm >/dev/null || pkgs+=(npm)
 missing=()

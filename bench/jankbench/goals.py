@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import builds, config
-from .stats import avg_hook_ns, bpf_share, fmt, lane_ratio, median, ratios
+from .stats import avg_hook_ns, bpf_share, fmt, frame_costs, lane_ratio, median, ratios
 
 
 @dataclass
@@ -319,6 +319,10 @@ GOALS = [
     Goal("soak-exit", "30-minute soak: clean exit", "10", ("soak",),
          _soak(lambda m: (f"exit {m['rc']}, summary {'written' if m['summary'] else 'missing'}",
                           m["rc"] == 0 and bool(m["summary"]))), True),
+    Goal("frames-60hz", "following a 60 Hz Wayland client's frames costs ≤ 0.5% of one CPU", "28", ("frames",),
+         lambda d: ((lambda c: (f"{c['frame_ns'] / 1000:.1f} µs a frame ({c['client_ns'] / 1000:.1f} in the client, "
+                                f"{c['jankbpf_ns'] / 1000:.1f} in jankbpf): {c['pct_60hz']:.2f}% of one CPU at 60 Hz",
+                                c["pct_60hz"] <= 0.5))(frame_costs(d)))),
     Goal("fuzz", "every fuzz target in the Makefile runs 10,000,000 executions without a crash, leak or "
          "timeout", "10", ("fuzz",), _fuzz, True),
 ]

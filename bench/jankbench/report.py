@@ -28,6 +28,7 @@ SECTIONS = [
     ("jvm", "7f. Stacks: a JVM's loop threads, no flags", s3.jvm),
     ("capture_ring", "8. Records under an off-CPU flood (issue 10, M5)", None),
     ("soak", "9. Soak: 20 processes, 10 janks a second, stacks on (issue 10)", s2.soak),
+    ("frames", "10. Frames of Wayland clients (issue 28)", s2.frames),
     ("fuzz", "Fuzzing", s2.fuzz),
 ]
 

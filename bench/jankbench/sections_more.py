@@ -3,7 +3,7 @@ data, and the Notes that close it."""
 from __future__ import annotations
 
 from .goals import soak_lost
-from .stats import fmt, lane_ratio
+from .stats import fmt, frame_costs, lane_ratio
 
 
 def lane_tax(doc, d):
@@ -184,3 +184,30 @@ NOTES = [
     "ignores a process's first 10 s, so the servers are started early and are older than that before "
     "any throughput run.",
 ]
+
+
+def frames(doc, d):
+    c = frame_costs(d)
+    doc.p(f"`{d['client']}` under `jankbpf --comm wl_frames --ignore-startup-time 3`, `--frames off` and `on` "
+          f"alternating, {d['rounds']} round(s) of each. The client's CPU (CLOCK_PROCESS_CPUTIME_ID over its "
+          "counted frames: the uprobes' traps are charged to it) and jankbpf's (schedstat, every thread, over "
+          "the same frames), per frame; the difference of each side's best (least) round is what frames cost "
+          "(other sessions' load only adds CPU time).")
+    rows = []
+    for mode in ("off", "on"):
+        for i, r in enumerate(d["runs"][mode]):
+            rows.append([f"--frames {mode} #{i + 1}", r["frames"], r["frames_seen"],
+                         fmt(r["client_cpu_ns"] / r["frames"] / 1000), fmt(r["jankbpf_cpu_ns"] / r["frames"] / 1000),
+                         fmt(r["frames"] / (r["wall_ns"] / 1e9))])
+    doc.table(["run", "client frames", "frames jankbpf counted", "client µs/frame", "jankbpf µs/frame", "frames/s"],
+              rows)
+    doc.p(f"**Cost per frame: {c['frame_ns'] / 1000:.1f} µs** ({c['client_ns'] / 1000:.1f} µs in the client: "
+          f"traps and BPF; {c['jankbpf_ns'] / 1000:.1f} µs in jankbpf); **a 60 Hz client: "
+          f"{c['pct_60hz']:.2f}% of one CPU**.", term=True)
+    st = d.get("stats", {})
+    bpf = st.get("bpf", {})
+    if bpf:
+        n = st["frames"]
+        doc.table(["frame program (bpf_stats run)", "hits per frame", "average ns"],
+                  [[name, fmt(v["run_cnt"] / n, ".1f"), fmt(v["run_time_ns"] / v["run_cnt"] if v["run_cnt"] else None, ".0f")]
+                   for name, v in sorted(bpf.items())])

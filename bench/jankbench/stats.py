@@ -50,3 +50,17 @@ def lane_ratio(r: dict) -> float | None:
     """Kernel lane tax: with jankbpf / the mean of the runs without it, around it."""
     base = [x for x in (r.get("before"), r.get("after")) if x]
     return r["during"] / (sum(base) / len(base)) if base and r.get("during") else None
+
+
+def frame_costs(d: dict) -> dict:
+    """Per-frame cost of following a Wayland client's frames (section 10):
+    the client's CPU per frame with --frames on minus off (the uprobes'
+    traps land there), jankbpf's own CPU per frame on minus off, each the
+    best (least) of its rounds: other sessions' load only ever adds CPU time
+    (cache misses, a descheduled vCPU), as the syscall tax is taken best of
+    5; and per 60 Hz client, as % of one CPU."""
+    per = lambda runs, key: [r[key] / r["frames"] for r in runs]  # noqa: E731
+    client = min(per(d["runs"]["on"], "client_cpu_ns")) - min(per(d["runs"]["off"], "client_cpu_ns"))
+    own = min(per(d["runs"]["on"], "jankbpf_cpu_ns")) - min(per(d["runs"]["off"], "jankbpf_cpu_ns"))
+    total = client + own
+    return {"client_ns": client, "jankbpf_ns": own, "frame_ns": total, "pct_60hz": total * 60 / 1e9 * 100}

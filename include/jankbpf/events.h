@@ -48,6 +48,8 @@ enum jb_event_type {
 	JB_EV_UNARMED = 11, /* a task began with no watchdog armed (a bare
 			     * jb_header): it only wakes the reader, whose
 			     * switch-in arms the thread's timer */
+	JB_EV_FRAME = 12,   /* a Wayland client's frame event (struct
+			     * jb_frame_event, on the `frames` ring) */
 };
 
 /* Where a watched thread is, for the per-task state breakdown. */
@@ -77,7 +79,9 @@ enum jb_thread_state {
 	X(SCAN_FULL, scan_full, "tasks the scan watchdog cannot see live: in_task full")                 \
 	X(OFFCPU_RING_FULL, offcpu_ring_full, "off-CPU captures and wakers lost: `captures` ring full")   \
 	X(OFFCPU_RATE, offcpu_rate_limited, "off-CPU captures not sent: the process's --offcpu-rate")    \
-	X(TIMERS_FULL, timers_map_full, "watchdog timers not made: the `timers` map was full")
+	X(TIMERS_FULL, timers_map_full, "watchdog timers not made: the `timers` map was full")           \
+	X(FRAME_EVENTS_LOST, frame_events_lost, "Wayland frame events lost: the `frames` ring was full")  \
+	X(FRAME_SAMPLES, frame_samples, "on-CPU samples of frames past their deadline")
 
 #define JB_STAT_ENUM(id, field, meaning) JB_STAT_##id,
 enum jb_stat {
@@ -175,6 +179,45 @@ struct jb_waker_event {
 struct jb_tracked_event {
 	struct jb_header hdr;
 	__u64 proc_start_ns; /* group leader start: tells a reused pid apart */
+};
+
+/*
+ * JB_EV_FRAME: what a Wayland client asked for or was told, seen in
+ * libwayland-client (bpf/frames.bpf.h). Objects are protocol object ids,
+ * per connection (`display`); times are the header's.
+ */
+enum jb_frame_kind {
+	JB_FR_BEGIN = 1,     /* a wl_surface.frame callback's done was dispatched:
+			      * args[0] its timestamp (ms), flags JB_FRF_* */
+	JB_FR_COMMIT = 2,    /* wl_surface.commit */
+	JB_FR_FEEDBACK = 3,  /* wp_presentation.feedback for `surface`'s next commit:
+			      * `object` the feedback */
+	JB_FR_PRESENTED = 4, /* that feedback's presented: args tv_sec_hi, tv_sec_lo,
+			      * tv_nsec, refresh, seq_hi, seq_lo, flags */
+	JB_FR_DISCARDED = 5, /* that feedback's discarded */
+	JB_FR_OUTPUT_MODE = 6, /* wl_output.mode: args flags, width, height, refresh (mHz) */
+	JB_FR_CLOCK = 7,     /* wp_presentation.clock_id: args[0] the clock */
+	JB_FR_DESTROY = 8,   /* wl_surface.destroy */
+};
+
+#define JB_FRF_OTHER_QUEUE (1u << 0) /* dispatched on a queue not the display's default
+				      * (EGL's or Vulkan's swap throttling) */
+#define JB_FRF_IN_TASK (1u << 1)     /* the thread was inside a task: task_* are set */
+
+struct jb_frame_event {
+	struct jb_header hdr;
+	__u32 kind;              /* enum jb_frame_kind */
+	__u32 object;            /* the object the event is about */
+	__u32 surface;           /* the wl_surface (0: none) */
+	__u32 flags;             /* JB_FRF_* */
+	__u64 display;           /* the connection's wl_display */
+	__u64 task_seq;          /* the thread's current task (with JB_FRF_IN_TASK) */
+	__u64 task_begin_ns;
+	__u64 exec_ns;           /* the thread's se.sum_exec_runtime now */
+	__u64 delay_ns;          /* its sched_info.run_delay now */
+	__u64 state_ns[JB_ST_NR];/* the current task's split so far */
+	__u64 delivery_ns;       /* that task's delivery: its wakeup -> the wait's return */
+	__u32 args[8];
 };
 
 /* Value of the `procs` map, keyed by tgid. */

@@ -9,6 +9,7 @@
 #include "arch/regs.h"
 #include "bpf/detector.h"
 #include "bpf/features.h"
+#include "frame/frame_check.h"
 #include "util/tracefs.h"
 
 namespace jankbpf {
@@ -31,6 +32,7 @@ int run_check(const Options& opts) {
                ok ? "" : "a shell's foreground jobs count as its tasks");
   ok = probe::trace_cmd(&detail);
   features.set("trace_cmd", ok, detail, ok ? "" : "traces saved as text");
+  frame::check_frames(opts.frames, features);  // Wayland frames, the DRM side
 
   utsname u{};
   uname(&u);

@@ -105,7 +105,7 @@ int Monitor::run() {
   //    otherwise hold up the start. No task can pass the trace bound before
   //    it is ready (a task is seen from its begin, after the attach).
   begin_traces();
-  if (!(start_detector() && start_stacks())) {
+  if (!(start_detector() && start_stacks() && start_frames())) {
     await_traces();
     launcher_.abandon();
     reporter_->finish();
@@ -137,6 +137,7 @@ int Monitor::run() {
   detector_->drain_captures();
   detector_->drain();
   drain_samples();
+  frames_tick(true);  // the frames still waiting for their present: without it
   await_traces();
   // trace-cmd extract of a full buffer can take seconds under load: after a
   // stop request it gets 300 ms, then the text trace is saved instead.
@@ -386,6 +387,10 @@ void Monitor::loop() {
           break;
         case Monitor::kTagJvmProbe:
           probe_jvms();
+        case Monitor::kTagFrames:
+        case Monitor::kTagFramesTick:
+        case Monitor::kTagFrameSample:
+          on_frames_epoll(tag);
           break;
         case Monitor::kTagMarkerUser:
           on_marker_user_gone(static_cast<int>(tag & ~kTagMask));
@@ -440,6 +445,13 @@ void Monitor::on_record(std::span<const uint8_t> rec) {
       jb_task_event e;
       memcpy(&e, rec.data(), sizeof e);
       on_task(e);
+      return;
+    }
+    case JB_EV_FRAME: {
+      if (rec.size() < sizeof(jb_frame_event)) break;
+      jb_frame_event e;
+      memcpy(&e, rec.data(), sizeof e);
+      on_frame_event(e);
       return;
     }
     case JB_EV_OFFCPU:

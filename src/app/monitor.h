@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -20,6 +21,8 @@
 #include "app/trace_keeper.h"
 #include "bpf/detector.h"
 #include "cli/options.h"
+#include "frame/frame_sampler.h"
+#include "frame/frame_tracker.h"
 #include "markers/markers.h"
 #include "metrics/http_server.h"
 #include "metrics/metrics_output.h"
@@ -37,7 +40,10 @@ DetectorConfig detector_config(const Options& opts);
 class Monitor {
  public:
   static constexpr uint64_t kTagMarkerUser = 9ULL << 40;  // epoll tag | a marker user's pidfd
-  static constexpr uint64_t kTagJvmProbe = 11ULL << 40;   // the JVM look's timer (app/jvm_targets.h)
+  static constexpr uint64_t kTagJvmProbe = 14ULL << 40;   // the JVM look's timer (app/jvm_targets.h)
+  // Frames (app/monitor_frames.cpp): the frames ring, its drain timer, a
+  // frame sampler's fd.
+  static constexpr uint64_t kTagFrames = 11ULL << 40, kTagFramesTick = 12ULL << 40, kTagFrameSample = 13ULL << 40;
   Monitor(Options opts, std::unique_ptr<JsonLinesOutput> out);
   ~Monitor();
   // Runs until a signal, --duration, the targets' exit or the command's
@@ -78,6 +84,12 @@ class Monitor {
   void probe_jvms();
   void emit_summary();
   void stop() { running_ = false; }
+  // Frames of Wayland clients (issue 28): app/monitor_frames.cpp.
+  bool start_frames();
+  void on_frame_event(const jb_frame_event& e);
+  void on_frames_epoll(uint64_t tag);
+  void frames_tick(bool final);
+  void frames_summary(SummaryRecord& s);
 
   Options opts_;
   FeatureSet features_;  // what this kernel gave us; missing ones go in the summary
@@ -119,6 +131,23 @@ class Monitor {
   uint64_t janks_ = 0, hangs_ = 0, exits_ = 0, malformed_ = 0;
   DropNotices drop_notices_;        // the first loss of each kind, on stderr
   uint64_t drops_checked_ns_ = 0;   // last look at the kernel's loss counters
+
+  // Frames: the tracker, the per-thread sampler, the ring's drain timer
+  // (armed while frame events flow), who each process is.
+  std::unique_ptr<frame::FrameTracker> frames_;
+  std::unique_ptr<frame::FrameSampler> frame_sampler_;
+  Fd frames_timer_;
+  bool frames_polled_ = false;
+  uint64_t frames_last_event_ns_ = 0;
+  struct FrameProcess {
+    FrameBatch::Process label;
+    ExeFile exe;
+    uint32_t uid = 0;
+    std::string cgroup;
+    bool gone = false;
+  };
+  std::map<pid_t, FrameProcess> frame_procs_;
+  ExeCache frame_exes_;
 
   // --metrics: last, so the server (which reads the detector's counters)
   // stops before anything it reads is destroyed.

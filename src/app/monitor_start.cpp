@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include "app/monitor.h"
+
+#include <algorithm>
 #include "proc/process_info.h"
 #include "util/log.h"
 #include "version.h"
@@ -63,6 +65,12 @@ DetectorConfig detector_config(const Options& opts) {
   cfg.watchdog = opts.watchdog;
   cfg.hooks = opts.hooks;
   cfg.markers = !opts.markers.empty();
+  cfg.frames = opts.frames;
+  if (opts.frame_interval_ms > 0) cfg.frame_interval_ns = static_cast<uint64_t>(opts.frame_interval_ms * 1e6);
+  // A few stacks of a frame a refresh late: a quarter of the refresh, at
+  // most --sample-period, at least 1 ms.
+  cfg.frame_sample_period_ns = std::clamp<uint64_t>(cfg.frame_interval_ns / 4, 1'000'000,
+                                                    uint64_t{opts.sample_period_ms} * 1'000'000);
   return cfg;
 }
 

@@ -33,6 +33,7 @@ void Monitor::emit_summary() {
   s.evictions.pending_traces = traces_ ? traces_->evicted() : 0;
   s.runtime_frames_read = rs.runtime_frames_read;
   s.runtime_frames_unreadable = rs.runtime_frames_unreadable;
+  frames_summary(s);
   s.traces = traces_ ? traces_->saved() : 0;
   s.watchdog = detector_->watchdog_name();
   s.state_storage = detector_->state_storage();

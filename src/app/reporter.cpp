@@ -121,7 +121,8 @@ void Reporter::push(Job job) {
     // Records wait here only while the output blocks (a reader that
     // stopped reading): past the bound they are dropped, counted, rather
     // than held until memory runs out.
-    const bool record = std::holds_alternative<TaskJob>(job) || std::holds_alternative<ExitJob>(job);
+    const bool record = std::holds_alternative<TaskJob>(job) || std::holds_alternative<ExitJob>(job) ||
+                        std::holds_alternative<FrameJob>(job) || std::holds_alternative<BatchJob>(job);
     if (record && queue_.size() >= kMaxQueuedJobs) {
       records_dropped = ++stats_.records_dropped;
     } else {
@@ -212,6 +213,8 @@ bool Reporter::pin(pid_t pid) {
 }
 void Reporter::report(TaskRecord rec, TaskContext ctx) { push(TaskJob{std::move(rec), std::move(ctx)}); }
 void Reporter::emit(ExitRecord rec) { push(ExitJob{std::move(rec)}); }
+void Reporter::report_frame(FrameRecord rec, FrameContext ctx) { push(FrameJob{std::move(rec), std::move(ctx)}); }
+void Reporter::emit(FrameBatch batch) { push(BatchJob{std::move(batch)}); }
 void Reporter::forget(pid_t pid) {
   {
     std::lock_guard lk(mu_);
@@ -227,7 +230,8 @@ void Reporter::run() {
   setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
   static const char* const kJobNames[] = {"unwinding a perf sample", "unwinding an off-CPU capture",
                                           "a waker's stack", "reporting a task", "an exit record",
-                                          "forgetting a process", "reading a process's maps"};
+                                          "forgetting a process", "reading a process's maps",
+                                          "reporting a frame", "a batch of frames"};
   static_assert(std::size(kJobNames) == std::variant_size_v<Job>);
   for (;;) {
     Job job;

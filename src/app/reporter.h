@@ -62,6 +62,7 @@ struct ReporterStats {
   uint64_t records_dropped = 0;  // jank, hang and exit records dropped: queue over its bound
   uint64_t evicted_threads = 0;  // threads whose kept stacks were dropped to bound memory
   uint64_t runtime_frames_read = 0, runtime_frames_unreadable = 0;  // Python frames in stacks
+  uint64_t frame_records = 0;  // janky frames written
   // The resolver's and the quota's bounds (the rest of CacheEvictions is
   // filled by the monitor).
   uint64_t process_evictions = 0, module_evictions = 0, memo_resets = 0, quota_evictions = 0;
@@ -92,6 +93,15 @@ class Reporter {
   };
   void report(TaskRecord rec, TaskContext ctx);
   void emit(ExitRecord rec);
+  // Frames (issue 28): a janky frame's record gets the stacks its thread
+  // collected in [begin, end] (app/reporter_frames.cpp); every frame goes
+  // to the sinks in batches.
+  struct FrameContext {
+    uint64_t begin_ns = 0, end_ns = 0;
+    ExeFile exe;
+  };
+  void report_frame(FrameRecord rec, FrameContext ctx);
+  void emit(FrameBatch batch);
   void forget(pid_t pid);
   // A task of this process turned long: read its maps and open its
   // executable files now, ahead of queued work, while it is alive (it may
@@ -126,7 +136,9 @@ class Reporter {
   struct ExitJob { ExitRecord rec; };
   struct ForgetJob { pid_t pid; };
   struct PinJob { pid_t pid; std::string early_maps; };
-  using Job = std::variant<SampleJob, OffCpuJob, WakerJob, TaskJob, ExitJob, ForgetJob, PinJob>;
+  struct FrameJob { FrameRecord rec; FrameContext ctx; };
+  struct BatchJob { FrameBatch batch; };
+  using Job = std::variant<SampleJob, OffCpuJob, WakerJob, TaskJob, ExitJob, ForgetJob, PinJob, FrameJob, BatchJob>;
 
   static bool is_stack_job(const Job& job);
   void push(Job job);
@@ -135,6 +147,8 @@ class Reporter {
   void handle(OffCpuJob& j);
   void handle(WakerJob& j);
   void handle(TaskJob& j);
+  void handle(FrameJob& j);
+  void handle(BatchJob& j) { out_.emit(j.batch); }
   // The ring thread's read of a sample's runtime frames.
   runtime::RuntimeCapture capture_runtime(pid_t pid, pid_t tid, uint64_t sample_ns, std::span<const uint64_t> regs,
                                           std::span<const uint8_t> stack);

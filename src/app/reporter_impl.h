@@ -22,6 +22,10 @@ namespace jankbpf {
 // reported (a stuck thread sampled for minutes, thousands of threads).
 inline constexpr size_t kMaxStacksPerThread = 2048;
 inline constexpr uint64_t kMaxStackAgeNs = 120'000'000'000ULL;
+// How long a reported task's stacks stay for the frames inside it: a
+// frame's record comes once its present is known (up to a second), at the
+// next drain of the frames ring (every 500 ms).
+inline constexpr uint64_t kFrameGraceNs = 3'000'000'000ULL;
 // Threads with stacks or off-CPU captures kept at once: a thread whose task
 // is never reported (short-lived processes in a fork loop) must not keep
 // them for good. Past this, the thread with the oldest newest entry goes.

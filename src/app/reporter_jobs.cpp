@@ -150,9 +150,11 @@ void Reporter::handle(TaskJob& j) {
         if (cfg_.keep_samples) rec.sampled.push_back(report::to_sampled(*st, s.time_ns));
       }
     // A finished task's stacks (and those of shorter tasks before it) are
-    // no longer needed; a hang keeps them for the task's final report.
+    // no longer needed; a hang keeps them for the task's final report. The
+    // last few seconds' stay for a janky frame inside the task, whose
+    // record is made when its present is known (app/reporter_frames.cpp).
     if (!hang)
-      while (!q.empty() && q.front().time_ns <= ctx.end_ns) q.pop_front();
+      while (!q.empty() && q.front().time_ns + kFrameGraceNs <= ctx.end_ns) q.pop_front();
   }
   rec.samples = static_cast<uint32_t>(tree.samples());
   if (tree.samples()) {

@@ -44,6 +44,7 @@ Detector::~Detector() {
   const uint64_t t0 = monotonic_ns();
   rb_.reset();
   captures_rb_.reset();
+  frames_rb_.reset();
   std::vector<bpf_link*> links;
   if (skel_ && skel_->skeleton) {
     for (int i = 0; i < skel_->skeleton->prog_cnt; i++) {
@@ -208,8 +209,20 @@ bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const Kern
     }
   }
   std::string timer_why, offcpu_why, task_why, adopt_why;
+  // Frames' programs are extras: a kernel that refuses them still runs the
+  // rest. Each plan is tried with them, then (only if that failed) without.
+  DetectorConfig no_frames = cfg;
+  no_frames.frames = false;
   for (const Plan& p : plans) {
-    if (load(cfg, p, kernel, &why)) {
+    bool loaded = load(cfg, p, kernel, &why);
+    if (!loaded && cfg.frames) {
+      const std::string frames_why = why;
+      loaded = load(no_frames, p, kernel, &why);
+      if (loaded)
+        features->set("wayland_frames", false, "its BPF programs do not load here: " + frames_why,
+                      "no frame records");
+    }
+    if (loaded) {
       const bool timer = p.mode == WatchdogMode::Timer;
       if (trampolines || test_seams::hide_returns())
         features->set("task_iter", p.adopt,
@@ -270,6 +283,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   ro->trace_ns = cfg.trace_ns;
   stacks_ = cfg.early_ns != 0;
   markers_ = cfg.markers;
+  frames_ = cfg.frames;
   ro->announce_tracked = cfg.markers;
   ro->state_in_task = plan.state_in_task;
   ro->use_task_from_pid = plan.task_from_pid;
@@ -299,6 +313,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   bpf_map__set_max_entries(skel_->maps.offcpu_bucket, plan.offcpu && cfg.offcpu_rate ? 4096 : 1);
   if (test_seams::one_ring() && !share_one_ring(error)) return false;
   select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, plan.adopt, kernel);
+  configure_frames(skel_.get(), cfg);
 
   if (int err = jank_bpf__load(skel_.get())) {
     std::string why = last_libbpf_line();
@@ -341,7 +356,8 @@ bool Detector::attach(std::string* error) {
   };
   rb_.reset(reader(skel_->maps.events));
   if (rb_ && !test_seams::one_ring()) captures_rb_.reset(reader(skel_->maps.captures));
-  if (!rb_ || (!captures_rb_ && !test_seams::one_ring())) {
+  if (rb_ && frames_) frames_rb_.reset(reader(skel_->maps.frames));
+  if (!rb_ || (!captures_rb_ && !test_seams::one_ring()) || (frames_ && !frames_rb_)) {
     *error = std::string("cannot set up the ring buffers: ") + strerror(errno);
     return false;
   }

@@ -48,6 +48,11 @@ struct DetectorConfig {
   uint32_t offcpu_rate = 100;  // off-CPU captures a second per process (0: no limit)
   uint64_t trace_ns = 0;  // trace bound (0: no JB_EV_TRACE records)
   bool markers = false;   // load the marker programs (attach_uprobe/attach_usdt)
+  // Wayland frames (issue 28): load the libwayland-client programs and the
+  // per-thread frame sampler (attach_frames).
+  bool frames = false;
+  uint64_t frame_interval_ns = 16'666'667;  // until a process's own is known
+  uint64_t frame_sample_period_ns = 4'000'000;
 };
 
 // bpf_stats of one program (zero unless kernel.bpf_stats_enabled is set).
@@ -109,6 +114,19 @@ class Detector {
   size_t release_marker_links(const std::vector<uint64_t>& ids) { return marker_links_.release(ids); }
   const MarkerLinks& marker_links() const { return marker_links_; }
 
+  // Frames (cfg.frames, bpf/frames.bpf.h): the three uprobes on a
+  // libwayland-client file, system-wide; the `frames` ring (its fd, drain);
+  // a process's refresh interval; whether userspace drains the ring on a
+  // timer (records then wake nobody); the per-thread sampler's filter.
+  bool attach_frames(const std::string& library, uint64_t request, uint64_t listener, uint64_t event,
+                     pid_t pid, std::string* error);  // pid -1: every process
+  int frames_fd() const;
+  int drain_frames();
+  bool set_frame_interval(pid_t pid, uint64_t ns);
+  void set_frames_polled(bool on);
+  int frame_sample_prog_fd() const;
+  bool frames_loaded() const { return frames_; }
+
   KernelStats kernel_stats() const;
   std::vector<ProgramStats> program_stats() const;
   const char* watchdog_name() const;
@@ -148,7 +166,7 @@ class Detector {
 
   // Order matters: links and the ring buffer go before the skeleton.
   std::unique_ptr<jank_bpf, SkelDeleter> skel_;
-  std::unique_ptr<ring_buffer, RingDeleter> rb_, captures_rb_;
+  std::unique_ptr<ring_buffer, RingDeleter> rb_, captures_rb_, frames_rb_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> extra_links_;
   MarkerLinks marker_links_;
   RecordHandler handler_;
@@ -156,7 +174,7 @@ class Detector {
   int attached_ = 0;
   uint32_t tick_hz_ = 0;  // CONFIG_HZ, 0: unknown (every task's end reads the clock)
   bool stacks_ = false, offcpu_ = false, markers_ = false, state_in_task_ = false,
-       trampolines_ = false, adopt_ = false, loop_threads_ = false;
+       trampolines_ = false, adopt_ = false, loop_threads_ = false, frames_ = false;
 };
 
 }  // namespace jankbpf

@@ -49,6 +49,8 @@ constexpr Drop kDrops[] = {
     {&KernelStats::procs_full, "procs_untracked", "the procs map is full: some exits go unreported"},
     {&KernelStats::stash_full, "offcpu_stash_full", "the off-CPU stash is full: some off-CPU stacks were not taken"},
     {&KernelStats::scan_full, "scan_set_full", "the scan watchdog's set is full: some tasks are seen only when they end"},
+    {&KernelStats::frame_events_lost, "frame_events_lost",
+     "the frames ring was full: some Wayland frames were not measured"},
 };
 static_assert(std::size(kDrops) <= 32, "one bit of DropNotices::said_ each");
 

@@ -41,4 +41,10 @@ struct WaitNumbers {
 };
 WaitNumbers wait_numbers();
 
+// The frames programs (bpf/frames.bpf.h): loaded with cfg.frames, attached
+// by hand (attach_frames); their options; the frames ring at one page when
+// they are off.
+struct DetectorConfig;
+void configure_frames(jank_bpf* skel, const DetectorConfig& cfg);
+
 }  // namespace jankbpf

@@ -187,6 +187,17 @@ ParseOutcome parse_options(int argc, char** argv) {
                                      "Serve Prometheus metrics over HTTP at /metrics: PORT (on 127.0.0.1), "
                                      "IPV4:PORT, [IPV6]:PORT or localhost:PORT")
                           ->type_name("ADDR:PORT");
+  std::string frames = "on";
+  app.add_option("--frames", frames,
+                 "Frames of Wayland clients (processes that map libwayland-client): a `frame` record per "
+                 "janky frame, per-surface statistics (default on)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->type_name("on|off");
+  app.add_option("--frame-interval", o.frame_interval_ms,
+                 "The refresh interval frames are held to, 1..1000 (default: the compositor's, from "
+                 "presentation feedback or wl_output's mode, else 16.667)")
+      ->check(CLI::Range(1.0, 1000.0))
+      ->type_name("MS");
   pid->excludes(comm);
   // The command is everything after "--", and only that: taken off before
   // CLI11 sees the rest, so a misspelt flag or a stray word is reported as
@@ -260,6 +271,7 @@ ParseOutcome parse_options(int argc, char** argv) {
   }
   if (o.stack_bytes % 8) o.stack_bytes -= o.stack_bytes % 8;  // perf wants a multiple of 8
   o.folded_by_jank = folded_by == "jank";
+  o.frames = frames == "on";
   o.threads = threads == "all" ? ThreadScope::All : ThreadScope::Main;
   o.watchdog = watchdog == "timer" ? WatchdogMode::Timer
                : watchdog == "scan" ? WatchdogMode::Scan

@@ -51,6 +51,10 @@ struct Options {
   std::vector<MarkerSpec> markers;
   // --metrics ADDR:PORT: Prometheus metrics over HTTP.
   std::optional<ListenAddr> metrics;
+  // Wayland frames (issue 28): --frames on|off; --frame-interval MS (0: the
+  // compositor's refresh).
+  bool frames = true;
+  double frame_interval_ms = 0;
 
   bool system_wide() const { return pids.empty() && comm.empty() && command.empty(); }
 };

@@ -229,6 +229,11 @@ void MetricsOutput::emit(const TaskRecord& r) {
   }
 }
 
+void MetricsOutput::emit(const FrameBatch& b) {
+  std::lock_guard lock(mu_);
+  frames_.add(b);
+}
+
 void MetricsOutput::emit(const SummaryRecord& r) {
   std::lock_guard lock(mu_);
   final_.lost_events = r.kernel.ringbuf_drops;  // the events ring's share, as live (MetricsLive)
@@ -286,6 +291,8 @@ std::string MetricsOutput::render() {
     out += "jankbpf_jank_duration_seconds_sum{" + l + "} " + num(s.sum_s) + "\n";
     out += "jankbpf_jank_duration_seconds_count{" + l + "} " + std::to_string(s.count) + "\n";
   }
+
+  frames_.render(out);
 
   family(out, "jankbpf_lost_events_total", "counter", "Kernel records (janks, hangs, exits) lost because the events ring was full.");
   out += "jankbpf_lost_events_total " + std::to_string(live.lost_events) + "\n";

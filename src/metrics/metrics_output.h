@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "metrics/frame_metrics.h"
 #include "output/output.h"
 #include "util/fd.h"
 
@@ -65,6 +66,7 @@ class MetricsOutput final : public Output {
   void emit(const TaskRecord& r) override;
   void emit(const ExitRecord&) override {}
   void emit(const SummaryRecord& r) override;
+  void emit(const FrameBatch& b) override;  // every frame (metrics/frame_metrics.h)
 
   // The text exposition format (version 0.0.4), every family with HELP and
   // TYPE. Renders a copy taken under the lock: emit() waits for the copy
@@ -101,6 +103,7 @@ class MetricsOutput final : public Output {
   std::function<MetricsLive()> live_;
   MetricsLive final_;  // from the summary record, once the BPF side is gone
   bool have_final_ = false;
+  FrameMetrics frames_{max_label_sets_};
 };
 
 }  // namespace jankbpf

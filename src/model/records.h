@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "model/frames.h"
 #include "model/kernel_counters.h"
 #include "model/marker_info.h"
 #include "model/suppressed.h"
@@ -141,6 +142,35 @@ struct TaskRecord {
   std::vector<SampledStack> sampled;  // every sample in the task (renderers only)
 };
 
+// A janky frame of a Wayland client (model/frames.h): its timelines and
+// verdict, and the stacks of its main thread sampled past its deadline.
+struct FrameRecord {
+  int64_t time_ms = 0;
+  int64_t begin_time_ms = 0, end_time_ms = 0;  // the actual start and end, epoch ms
+  ProcessIdentity proc;
+  std::string thread_name;
+  FrameTiming frame;
+  // The causes work (issue 27) names why, where it applies; empty until it
+  // does (src/frame/frame_causes.h is the hook).
+  std::vector<std::string> why;
+  std::string runnable_name;   // the innermost Python/JS function of the heaviest path
+  std::string heaviest_stack;
+  uint32_t samples = 0;
+  std::vector<StackFrame> stack;
+  std::vector<std::pair<std::string, std::string>> modules;
+  std::vector<SampledStack> sampled;  // renderers only
+};
+
+// Every frame measured since the last batch (janky or not), for the sinks
+// that count or draw all frames (metrics, report); with who each process is.
+struct FrameBatch {
+  struct Process {
+    std::string comm, exe, container_id;
+  };
+  std::vector<FrameTiming> frames;
+  std::vector<std::pair<pid_t, Process>> procs;  // one per pid in `frames`
+};
+
 struct ExitRecord {
   int64_t time_ms = 0;
   pid_t pid = 0;
@@ -193,6 +223,10 @@ struct SummaryRecord {
   uint64_t marker_files_refused = 0;   // marked files not attached: not the file mapped
   // Python frames placed in stacks, and places one could not be read.
   uint64_t runtime_frames_read = 0, runtime_frames_unreadable = 0;
+  // Wayland frames (issue 28): per process and surface; frame records written.
+  std::vector<SurfaceFrameStats> frames;
+  uint64_t frame_records = 0;
+  uint64_t frame_surfaces_untracked = 0;  // surfaces past the tracker's 1,024
   double cpu_user_s = 0;
   double cpu_sys_s = 0;
   long max_rss_kb = 0;

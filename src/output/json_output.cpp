@@ -132,6 +132,8 @@ std::string to_json_line(const ExitRecord& r) {
   return line(j);
 }
 
+void add_frame_summary(nlohmann::ordered_json& j, const SummaryRecord& r);
+
 std::string to_json_line(const SummaryRecord& r) {
   Json j;
   j["type"] = "summary";
@@ -185,6 +187,7 @@ std::string to_json_line(const SummaryRecord& r) {
   if (r.marker_files_refused) j["marker_files_refused"] = r.marker_files_refused;
   if (r.runtime_frames_read || r.runtime_frames_unreadable)
     j["runtime_frames"] = Json{{"read", r.runtime_frames_read}, {"unreadable", r.runtime_frames_unreadable}};
+  if (!r.frames.empty() || r.frame_records) add_frame_summary(j, r);  // output/json_frames.cpp
   j["cpu_user_s"] = ms3(r.cpu_user_s);
   j["cpu_sys_s"] = ms3(r.cpu_sys_s);
   j["max_rss_kb"] = r.max_rss_kb;

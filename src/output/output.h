@@ -20,6 +20,9 @@ class Output {
   virtual void emit(const TaskRecord& r) = 0;
   virtual void emit(const ExitRecord& r) = 0;
   virtual void emit(const SummaryRecord& r) = 0;
+  // Frames (issue 28): a janky frame's record; every frame, in batches.
+  virtual void emit(const FrameRecord&) {}
+  virtual void emit(const FrameBatch&) {}
 };
 
 // Hands every record to each of several sinks, in order (JSON lines, and
@@ -30,6 +33,8 @@ class TeeOutput final : public Output {
   void emit(const TaskRecord& r) override { for (auto* s : sinks_) s->emit(r); }
   void emit(const ExitRecord& r) override { for (auto* s : sinks_) s->emit(r); }
   void emit(const SummaryRecord& r) override { for (auto* s : sinks_) s->emit(r); }
+  void emit(const FrameRecord& r) override { for (auto* s : sinks_) s->emit(r); }
+  void emit(const FrameBatch& r) override { for (auto* s : sinks_) s->emit(r); }
 
  private:
   std::vector<Output*> sinks_;
@@ -39,6 +44,7 @@ class TeeOutput final : public Output {
 std::string to_json_line(const TaskRecord& r);
 std::string to_json_line(const ExitRecord& r);
 std::string to_json_line(const SummaryRecord& r);
+std::string to_json_line(const FrameRecord& r);  // output/json_frames.cpp
 
 // JSON lines to stdout, or appended to a file: each line is one write(2),
 // so lines stay whole and are visible as soon as they are made.
@@ -50,6 +56,7 @@ class JsonLinesOutput final : public Output {
   void emit(const TaskRecord& r) override { write_line(to_json_line(r)); }
   void emit(const ExitRecord& r) override { write_line(to_json_line(r)); }
   void emit(const SummaryRecord& r) override { write_line(to_json_line(r)); }
+  void emit(const FrameRecord& r) override { write_line(to_json_line(r)); }
   uint64_t write_errors() const { return write_errors_; }
   // The reader went away (EPIPE): there is no point in going on.
   bool broken() const { return broken_; }

@@ -1,5 +1,7 @@
 #include "report/html.h"
 
+#include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
@@ -65,6 +67,66 @@ Json task_json(const TaskEntry& e, bool has_jank) {
   return t;
 }
 
+// Frames (issue 28): per surface every frame kept as [start (ms from the
+// first frame), duration, ms from start to deadline, janky frame's index or
+// -1]; the janky frames with their details and samples.
+void add_frames(Json& d, const Run& run) {
+  if (run.frames.empty() && run.janky_frames.empty()) return;
+  std::map<std::tuple<pid_t, uint32_t, uint64_t>, int64_t> janky_index;  // (pid, surface, number)
+  Json jf = Json::array();
+  for (size_t i = 0; i < run.janky_frames.size(); i++) {
+    const auto& e = run.janky_frames[i];
+    const FrameTiming& f = e.rec.frame;
+    janky_index[{f.pid, f.surface, f.number}] = static_cast<int64_t>(i);
+    Json j;
+    j["pid"] = f.pid;
+    j["tid"] = f.tid;
+    j["proc"] = e.rec.proc.name;
+    j["surface"] = f.surface;
+    j["n"] = f.number;
+    j["begin"] = e.rec.begin_time_ms;
+    j["dur"] = f.duration_ms();
+    j["interval"] = f.interval_ns / 1e6;
+    j["jank"] = frame_jank_name(f.jank);
+    j["skipped"] = f.skipped_frames;
+    j["delay"] = (f.start_ns - f.expected_start_ns) / 1e6;
+    j["over"] = f.end_ns > f.deadline_ns ? (f.end_ns - f.deadline_ns) / 1e6 : 0.0;
+    j["present"] = f.present_ns ? (static_cast<double>(f.present_ns) - static_cast<double>(f.start_ns)) / 1e6 : -1.0;
+    j["state"] = {f.running_ms, f.runnable_ms, f.sleeping_ms, f.blocked_io_ms};
+    j["task_seq"] = f.task_seq;
+    j["runnable"] = e.rec.runnable_name;
+    j["why"] = e.rec.why;
+    std::map<uint32_t, uint64_t> n;
+    for (const auto& smp : e.samples) n[smp.stack] += smp.count;
+    Json samples = Json::array();
+    for (auto [st, c] : n) samples.push_back({st, c});
+    j["samples"] = std::move(samples);
+    jf.push_back(std::move(j));
+  }
+  d["jframes"] = std::move(jf);
+  uint64_t t0 = 0;
+  for (const auto& f : run.frames)
+    if (f.start_ns && (!t0 || f.start_ns < t0)) t0 = f.start_ns;
+  std::map<std::pair<pid_t, uint32_t>, Json> surfaces;
+  for (const auto& f : run.frames) {
+    auto [it, fresh] = surfaces.try_emplace({f.pid, f.surface});
+    Json& sj = it->second;
+    if (fresh) {
+      auto p = run.frame_procs.find(f.pid);
+      sj = Json{{"pid", f.pid}, {"proc", p != run.frame_procs.end() ? p->second : std::string("?")},
+                {"surface", f.surface}, {"interval", f.interval_ns / 1e6}, {"frames", Json::array()}};
+    }
+    auto ji = janky_index.find({f.pid, f.surface, f.number});
+    sj["frames"].push_back({std::round((f.start_ns - t0) / 1e5) / 10, std::round(f.duration_ms() * 100) / 100,
+                            std::round((f.deadline_ns - f.start_ns) / 1e5) / 10,
+                            ji != janky_index.end() ? ji->second : int64_t{-1}});
+  }
+  Json list = Json::array();
+  for (auto& [k, sj] : surfaces) list.push_back(std::move(sj));
+  d["fsurfaces"] = std::move(list);
+  d["frames_dropped"] = run.frames_dropped;
+}
+
 }  // namespace
 
 std::string script_safe_json(std::string_view json) {
@@ -109,6 +171,7 @@ std::string render_html(const Run& run, bool final, int64_t generated_ms) {
     tasks.push_back(task_json(t, t.rec.kind == TaskRecord::Kind::Hang &&
                                      janks.count({t.rec.tid, t.rec.task_seq, t.rec.begin_mono_ns})));
   d["tasks"] = std::move(tasks);
+  add_frames(d, run);
   // ensure_ascii: every non-ASCII character (U+2028 included) as \uXXXX;
   // invalid UTF-8 in process names replaced, never thrown.
   std::string data = script_safe_json(d.dump(-1, ' ', true, Json::error_handler_t::replace));

@@ -234,6 +234,18 @@ Run read_jsonl(std::istream& in, const ReadOptions& opts, ReadStats* stats) {
       stats->records++;
       continue;
     }
+    if (type == "frame") {  // a janky frame: its record, and its place in the strip
+      FrameRecord f;
+      if (frame_from_json(j, &f)) {
+        FrameBatch b;
+        b.frames.push_back(f.frame);
+        b.procs.push_back({f.proc.pid, {f.proc.name, f.proc.exe, ""}});
+        run.add(b);
+        run.add(std::move(f));
+        stats->records++;
+      }
+      continue;
+    }
     if (type == "summary") {
       SummaryRecord s;
       s.time_ms = get<int64_t>(j, "time", 0);

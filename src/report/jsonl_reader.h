@@ -4,6 +4,7 @@
 #pragma once
 
 #include <istream>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -36,5 +37,9 @@ struct ReadStats {
 bool task_from_json(const std::string& line, TaskRecord* rec, std::string* error);
 
 Run read_jsonl(std::istream& in, const ReadOptions& opts, ReadStats* stats);
+
+// A `frame` record into the typed model (report/jsonl_frames.cpp); false
+// when it is not one, or its timelines make no sense.
+bool frame_from_json(const nlohmann::json& j, FrameRecord* rec);
 
 }  // namespace jankbpf::report

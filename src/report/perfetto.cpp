@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "report/perfetto_frames.h"
 #include "report/protobuf.h"
 #include "report/sampled.h"
 
@@ -19,6 +20,7 @@ constexpr uint32_t kFtraceEvents = 1, kTimestamp = 8, kSequenceId = 10, kTrackEv
 constexpr uint32_t kSeqIncrementalStateCleared = 1, kSeqNeedsIncrementalState = 2;
 constexpr uint32_t kSequence = 1;         // track events, samples and their interned data
 constexpr uint32_t kFtraceSequence = 2;   // converted ftrace bundles
+constexpr uint32_t kFrameSequence = 3;    // the FrameTimeline packets (perfetto_frames.cpp)
 
 namespace te {  // TrackEvent
 constexpr uint32_t kDebugAnnotations = 4, kType = 9, kTrackUuid = 11, kCategories = 22, kName = 23,
@@ -279,6 +281,23 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
       else track(out, wuuid, "waker " + o.waker.comm + " (idle task)", 0, 0);
     }
   }
+  //    Wayland clients with frames: their processes, and the threads of janky frames.
+  for (const auto& [pid, name] : run.frame_procs) {
+    uint64_t puuid = kProcessUuidBase ^ static_cast<uint64_t>(pid);
+    if (tracks.insert(puuid).second) track(out, puuid, name, pid, 0);
+  }
+  // Janky frames get a track of their own under the process: a frame may
+  // span two tasks, and slices on one track must nest.
+  auto frames_uuid = [](int64_t pid, uint32_t surface) {
+    return kOtherUuidBase ^ 0x00f0000000000000ULL ^ (uint64_t{surface} << 24) ^ static_cast<uint64_t>(pid);
+  };
+  for (const auto& e : run.janky_frames) {
+    uint64_t puuid = kProcessUuidBase ^ static_cast<uint64_t>(e.rec.proc.pid);
+    if (tracks.insert(puuid).second) track(out, puuid, e.rec.proc.name, e.rec.proc.pid, 0);
+    uint64_t fuuid = frames_uuid(e.rec.proc.pid, e.rec.frame.surface);
+    if (tracks.insert(fuuid).second)
+      track(out, fuuid, "janky frames of wl_surface@" + std::to_string(e.rec.frame.surface), 0, 0, puuid);
+  }
   // 3. Each jank and hang, its off-CPU periods and its samples.
   uint64_t flow = 1;
   uint64_t samples_left = kMaxSamplesPerTrace;
@@ -385,9 +404,50 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
       }
     }
   }
-  // 4. What ran on the CPUs, from the saved traces.
+  // 4. Janky frames on their thread's track, with the stacks sampled in them.
+  for (const auto& e : run.janky_frames) {
+    const FrameTiming& f = e.rec.frame;
+    const uint64_t uuid = frames_uuid(e.rec.proc.pid, f.surface);
+    ProtoWriter args;
+    annotate(args, "jank_type", frame_jank_name(f.jank));
+    annotate_int(args, "skipped_frames", f.skipped_frames);
+    annotate(args, "duration_ms", f.duration_ms());
+    annotate(args, "interval_ms", f.interval_ns / 1e6);
+    annotate(args, "surface", "wl_surface@" + std::to_string(f.surface));
+    annotate_int(args, "frame_number", static_cast<int64_t>(f.number));
+    annotate(args, "running_ms", f.running_ms);
+    annotate(args, "runnable_ms", f.runnable_ms);
+    annotate(args, "sleeping_ms", f.sleeping_ms);
+    annotate(args, "blocked_io_ms", f.blocked_io_ms);
+    if (f.task_seq) annotate_int(args, "task_seq", static_cast<int64_t>(f.task_seq));
+    if (!e.rec.runnable_name.empty()) annotate(args, "runnable_name", e.rec.runnable_name);
+    if (!e.samples.empty()) {
+      std::map<uint32_t, uint64_t> n;
+      for (const auto& smp : e.samples) n[smp.stack] += smp.count;
+      auto top = std::max_element(n.begin(), n.end(), [](auto& a, auto& b) { return a.second < b.second; });
+      args.varint(te::kCallstackIid, top->first + 1ULL);
+    }
+    std::string name = "janky frame " + ms_text(f.duration_ms()) + " " + frame_jank_name(f.jank);
+    if (!e.rec.runnable_name.empty()) name += " " + e.rec.runnable_name;
+    event(out, f.start_ns, te::kSliceBegin, uuid, name, std::move(args));
+    event(out, std::max(f.end_ns, f.start_ns + 1), te::kSliceEnd, uuid, "");
+    for (const auto& smp : e.samples) {
+      if (!smp.time_ns) continue;
+      ProtoWriter ps;
+      ps.varint(2, static_cast<uint32_t>(e.rec.proc.pid));
+      ps.varint(3, static_cast<uint32_t>(f.tid));
+      ps.varint(4, smp.stack + 1ULL);
+      ps.varint(5, 2);
+      auto pk = packet(smp.time_ns);
+      pk.message(pkt::kPerfSample, ps);
+      pk.varint(pkt::kSequenceFlags, kSeqNeedsIncrementalState);
+      out.add(pk);
+    }
+  }
+  // 5. What ran on the CPUs, from the saved traces.
   ftrace_bundles(out, sched);
-  return out.take();
+  // 6. Every frame's expected and actual timeline, as FrameTimeline writes them.
+  return out.take() + frame_timeline_packets(run, kFrameSequence);
 }
 
 }  // namespace jankbpf::report

@@ -16,4 +16,12 @@ void ProtoWriter::dbl(uint32_t field, double v) {
   fixed64(field, bits);
 }
 
+void ProtoWriter::flt(uint32_t field, float v) {
+  uint32_t bits;
+  static_assert(sizeof bits == sizeof v);
+  std::memcpy(&bits, &v, sizeof bits);
+  tag(field, 5);
+  for (int i = 0; i < 4; i++) buf_.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
+}
+
 }  // namespace jankbpf::report

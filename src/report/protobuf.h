@@ -19,6 +19,7 @@ class ProtoWriter {
   void boolean(uint32_t field, bool v) { varint(field, v ? 1 : 0); }
   void fixed64(uint32_t field, uint64_t v);
   void dbl(uint32_t field, double v);
+  void flt(uint32_t field, float v);  // a `float` field: fixed32
   void bytes(uint32_t field, std::string_view v) {
     tag(field, 2);
     raw_varint(v.size());

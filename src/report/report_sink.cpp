@@ -56,6 +56,20 @@ void ReportSink::emit(const TaskRecord& r) {
   cv_.notify_all();
 }
 
+void ReportSink::emit(const FrameRecord& r) {
+  {
+    std::lock_guard lk(mu_);
+    run_.add(r);
+    dirty_ = true;
+  }
+  cv_.notify_all();
+}
+
+void ReportSink::emit(const FrameBatch& b) {
+  std::lock_guard lk(mu_);
+  run_.add(b);
+}
+
 void ReportSink::emit(const ExitRecord& r) {
   std::lock_guard lk(mu_);
   if (exits_accepted_ >= Run::kMaxExits) {

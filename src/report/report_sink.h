@@ -31,6 +31,8 @@ class ReportSink final : public Output {
   void emit(const TaskRecord& r) override;
   void emit(const ExitRecord& r) override;
   void emit(const SummaryRecord& r) override;  // the final write, before it returns
+  void emit(const FrameRecord& r) override;    // a janky frame: a rewrite is due
+  void emit(const FrameBatch& b) override;     // every frame: kept for the final write and the next
 
   // What the run holds now (tests: after the summary).
   size_t held_tasks() {

@@ -75,6 +75,28 @@ void Run::add(ExitRecord e) {
   exits.push_back(std::move(e));
 }
 
+void Run::add(FrameRecord rec) {
+  if (janky_frames.size() >= kMaxTasks) return;
+  FrameEntry e;
+  for (const auto& s : rec.sampled) e.samples.push_back({s.time_ns, table.intern(s), s.count});
+  rec.sampled.clear();
+  rec.sampled.shrink_to_fit();
+  frame_procs[rec.proc.pid] = rec.proc.name;
+  e.rec = std::move(rec);
+  janky_frames.push_back(std::move(e));
+}
+
+void Run::add(const FrameBatch& batch) {
+  for (const auto& [pid, p] : batch.procs) frame_procs[pid] = p.comm;
+  for (const auto& f : batch.frames) {
+    if (frames.size() >= kMaxFrames) {
+      frames.pop_front();
+      frames_dropped++;
+    }
+    frames.push_back(f);
+  }
+}
+
 std::string process_label(const TaskRecord& r) {
   return (r.proc.name.empty() ? std::string("?") : r.proc.name) + " (pid " +
          std::to_string(r.proc.pid) + ")";

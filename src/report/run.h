@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -48,6 +50,12 @@ struct TaskEntry {
   std::vector<Sample> samples;
 };
 
+// A janky frame's record with its samples interned (frames: issue 28).
+struct FrameEntry {
+  FrameRecord rec;  // rec.sampled is moved into `samples`
+  std::vector<Sample> samples;
+};
+
 struct Run {
   StackTable table;
   std::vector<TaskEntry> tasks;
@@ -66,6 +74,17 @@ struct Run {
   void add_samples_of(TaskRecord rec, size_t other);
   void add(ExitRecord e);
   size_t samples() const { return samples_; }
+
+
+  // Frames: every frame of every surface (the last kMaxFrames), the janky
+  // ones' records (at most kMaxTasks), and each process's name.
+  std::deque<FrameTiming> frames;
+  std::vector<FrameEntry> janky_frames;
+  std::map<pid_t, std::string> frame_procs;
+  uint64_t frames_dropped = 0;  // the oldest frames let go: over kMaxFrames
+  static constexpr size_t kMaxFrames = 20000;
+  void add(FrameRecord rec);
+  void add(const FrameBatch& batch);
 
  private:
   size_t samples_ = 0;

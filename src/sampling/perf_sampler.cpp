@@ -21,10 +21,14 @@ size_t ring_pages_for(uint32_t stack_bytes, size_t page_size) {
   return pages;
 }
 
+uint64_t perf_sample_type() {
+  return PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER |
+         PERF_SAMPLE_STACK_USER;
+}
+
 bool PerfSampler::open(const PerfSamplerConfig& cfg, std::string* error) {
   page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  sample_type_ = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN |
-                 PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  sample_type_ = perf_sample_type();
   perf_event_attr attr{};
   attr.size = sizeof attr;
   attr.type = PERF_TYPE_SOFTWARE;
@@ -98,9 +102,13 @@ std::vector<int> PerfSampler::fds() const {
 }
 
 void PerfSampler::drain(size_t i, const std::function<void(std::span<const uint8_t>)>& sink) {
-  Cpu& c = cpus_[i];
-  auto* meta = static_cast<perf_event_mmap_page*>(c.ring);
-  const auto* data = static_cast<const uint8_t*>(c.ring) + page_;
+  drain_perf_ring(cpus_[i].ring, cpus_[i].ring_size, page_, scratch_, &lost_, sink);
+}
+
+void drain_perf_ring(void* base, size_t data_size, size_t page, std::vector<uint64_t>& scratch, uint64_t* lost,
+                     const std::function<void(std::span<const uint8_t>)>& sink) {
+  auto* meta = static_cast<perf_event_mmap_page*>(base);
+  const auto* data = static_cast<const uint8_t*>(base) + page;
   uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
   uint64_t tail = meta->data_tail;
   while (tail < head) {
@@ -108,27 +116,27 @@ void PerfSampler::drain(size_t i, const std::function<void(std::span<const uint8
     // through the ring, after checking the header's size is sane.
     perf_event_header hdr;
     for (size_t k = 0; k < sizeof hdr; k++)
-      reinterpret_cast<uint8_t*>(&hdr)[k] = data[(tail + k) % c.ring_size];
+      reinterpret_cast<uint8_t*>(&hdr)[k] = data[(tail + k) % data_size];
     if (hdr.size < sizeof hdr || hdr.size > head - tail) break;  // torn: resync next time
     if (hdr.type == PERF_RECORD_SAMPLE) {
       // In place where it is contiguous (records are 8-byte aligned in the
-      // ring); a record that wraps is joined in scratch_ first.
-      size_t off = tail % c.ring_size;
-      size_t first = std::min<size_t>(hdr.size, c.ring_size - off);
+      // ring); a record that wraps is joined in scratch first.
+      size_t off = tail % data_size;
+      size_t first = std::min<size_t>(hdr.size, data_size - off);
       if (first == hdr.size) {
         sink(std::span<const uint8_t>(data + off, hdr.size));
       } else {
-        scratch_.resize((hdr.size + 7) / 8);
-        auto* s = reinterpret_cast<uint8_t*>(scratch_.data());
+        scratch.resize((hdr.size + 7) / 8);
+        auto* s = reinterpret_cast<uint8_t*>(scratch.data());
         memcpy(s, data + off, first);
         memcpy(s + first, data, hdr.size - first);
         sink(std::span<const uint8_t>(s, hdr.size));
       }
     } else if (hdr.type == PERF_RECORD_LOST) {
-      uint64_t lost[2];  // id, count
-      for (size_t k = 0; k < sizeof lost; k++)
-        reinterpret_cast<uint8_t*>(lost)[k] = data[(tail + sizeof hdr + k) % c.ring_size];
-      lost_ += lost[1];
+      uint64_t n[2];  // id, count
+      for (size_t k = 0; k < sizeof n; k++)
+        reinterpret_cast<uint8_t*>(n)[k] = data[(tail + sizeof hdr + k) % data_size];
+      *lost += n[1];
     }
     tail += hdr.size;
   }

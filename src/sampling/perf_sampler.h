@@ -27,6 +27,15 @@ struct PerfSamplerConfig {
 // 100 ms lease drains it too).
 size_t ring_pages_for(uint32_t stack_bytes, size_t page_size);
 
+// The attributes of jankbpf's cpu-clock sampling events (their
+// sample_type is what the reporter parses): disabled, woken at half the ring.
+uint64_t perf_sample_type();
+
+// Every waiting record of one mmapped perf ring (`base`: the meta page, then
+// `data_size` bytes): each sample to `sink`, lost records counted in *lost.
+void drain_perf_ring(void* base, size_t data_size, size_t page, std::vector<uint64_t>& scratch, uint64_t* lost,
+                     const std::function<void(std::span<const uint8_t>)>& sink);
+
 class PerfSampler {
  public:
   // Opens and maps the events (disabled). Returns false with *error set.

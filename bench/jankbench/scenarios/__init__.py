@@ -6,6 +6,7 @@ with the fuzzers and the soak (hours, and 30 minutes) last."""
 from __future__ import annotations
 
 from .detect import accuracy, footprint
+from .frames import frames
 from .fuzz import fuzz
 from .lane import lane_idle, lane_tax
 from .load import Workloads, hooks, tax, throughput
@@ -29,6 +30,7 @@ SCENARIOS = {
     "jvm": jvm,
     "lane_tax": lane_tax,
     "lane_idle": lane_idle,
+    "frames": frames,
     "fuzz": fuzz,
     "soak": soak,
 }

@@ -42,6 +42,7 @@
     stat("janks", janks);
     stat("hangs", tasks.length - janks);
     stat("processes", procs.size);
+    if (D.fsurfaces) stat("janky frames", (D.jframes || []).length + " of " + D.fsurfaces.reduce((a, x) => a + x.frames.length, 0));
     if (D.summary) stat("run", D.summary.elapsed_s.toFixed(1) + " s, " + D.summary.tasks_checked + " tasks checked");
     if (D.dropped) stat("not kept", D.dropped);
     stat(D.final ? "written at exit" : "updated", new Date(D.generated).toLocaleString());
@@ -341,6 +342,80 @@
     });
     box.appendChild(svg);
   })();
+
+  // ---- frames: a strip per surface, its deadline drawn ------------------
+  // Each bar is one frame (height: its time from callback to commit); the
+  // dashed line is the refresh it was held to; red bars are janky frames,
+  // and a click on one opens its verdict and the stacks sampled in it.
+  const jframes = D.jframes || [];
+  const frameOpeners = new Map();  // janky frame index -> open()
+  (function frames() {
+    const surfaces = D.fsurfaces || [];
+    if (!surfaces.length && !jframes.length) return;
+    document.getElementById("jb-frames-section").hidden = false;
+    const box = document.getElementById("jb-frames");
+    if (D.frames_dropped) box.appendChild(el("p", { class: "muted" }, D.frames_dropped + " older frames not kept"));
+    for (const s of surfaces) {
+      const sec = el("div", { class: "fsurface", "data-pid": s.pid, "data-surface": s.surface });
+      const fr = s.frames;
+      const janky = fr.filter(f => f[3] >= 0).length;
+      const durs = fr.map(f => f[1]).sort((a, b) => a - b);
+      const pct = (p) => durs.length ? durs[Math.min(durs.length - 1, Math.ceil(p / 100 * durs.length) - 1)] : 0;
+      sec.appendChild(el("h3", {}, s.proc + " (pid " + s.pid + ") · wl_surface@" + s.surface + " — " + fr.length + " frames, " +
+        janky + " janky, p50 " + ms(pct(50)) + ", p99 " + ms(pct(99)) + ", deadline " + ms(s.interval)));
+      const W = Math.max(box.clientWidth || 0, 900), H = 140, L = 46;
+      const top = Math.max(4 * s.interval, ...fr.map(f => Math.min(f[1], 10 * s.interval)));
+      const y = (v) => H - 16 - Math.min(v, top) / top * (H - 26);
+      const span = fr.length ? fr[fr.length - 1][0] - fr[0][0] + 1 : 1;
+      const x = (t) => L + (t - (fr.length ? fr[0][0] : 0)) / span * (W - L - 8);
+      const svg = sv("svg", { width: W, height: H, class: "fstrip" });
+      for (const v of [s.interval, 2 * s.interval, top]) {
+        svg.appendChild(sv("text", { x: 2, y: y(v) + 4, class: "tl-axis" }, ms(v)));
+      }
+      const bw = Math.max(1, (W - L - 8) / Math.max(fr.length, 1) * 0.8);
+      fr.forEach(f => {
+        const r = sv("rect", { x: x(f[0]).toFixed(1), y: y(f[1]).toFixed(1), width: bw.toFixed(1),
+          height: Math.max(H - 16 - y(f[1]), 1).toFixed(1), class: f[3] >= 0 ? "fr-janky" : "fr-ok" });
+        if (f[3] >= 0) {
+          const j = jframes[f[3]];
+          r.setAttribute("data-jframe", f[3]);
+          r.appendChild(sv("title", {}, "frame " + j.n + ": " + ms(j.dur) + ", " + j.jank + ", " + j.skipped + " skipped" + (j.runnable ? " · " + j.runnable : "")));
+          r.addEventListener("click", () => openFrame(f[3]));
+        }
+        svg.appendChild(r);
+      });
+      svg.appendChild(sv("line", { x1: L, x2: W - 4, y1: y(s.interval), y2: y(s.interval), class: "fr-deadline" }));
+      sec.appendChild(svg);
+      const detail = el("div", { class: "fdetail" });
+      sec.appendChild(detail);
+      box.appendChild(sec);
+      jframes.forEach((j, i) => {
+        if (j.pid !== s.pid || j.surface !== s.surface) return;
+        frameOpeners.set(i, () => {
+          detail.textContent = "";
+          const td = el("div", { class: "detail", id: "frame-" + i });
+          kv(td, "frame", "#" + j.n + " of wl_surface@" + j.surface + ", " + j.proc + " (pid " + j.pid + ", tid " + j.tid + ")");
+          kv(td, "began", clock(j.begin));
+          kv(td, "verdict", j.jank + ", " + j.skipped + " frame(s) skipped");
+          kv(td, "timeline", "callback " + (j.delay > 0 ? ms(j.delay) + " late, " : "") + "commit after " + ms(j.dur) +
+            " against a deadline of " + ms(j.interval) + (j.over > 0 ? " (" + ms(j.over) + " over)" : "") +
+            (j.present >= 0 ? ", shown " + ms(j.present) + " after its start" : ""));
+          const st = el("span");
+          st.append(stateBar(j), " " + STATES.map((n, k) => n + " " + ms(j.state[k])).join(", "));
+          kv(td, "main thread", st);
+          if (j.task_seq) kv(td, "long task", "#" + j.task_seq + " (its jank record)");
+          kv(td, "runnable name", j.runnable);
+          if (j.why && j.why.length) kv(td, "why", j.why.join("; "));
+          flameGraph(td, j.samples, "stacks of this frame past its deadline");
+          detail.appendChild(td);
+          td.scrollIntoView({ block: "center" });
+        });
+      });
+    }
+  })();
+  function openFrame(i) { const f = frameOpeners.get(i); if (f) f(); }
+  const fm = /^#frame=(\d+)$/.exec(location.hash);
+  if (fm) openFrame(+fm[1]);
 
   const m = /^#jank=(\d+)$/.exec(location.hash);
   if (m && tasks[+m[1]]) openTask(+m[1]);
