@@ -192,11 +192,11 @@ FUZZ_TARGETS := fuzz_maps fuzz_perf_map fuzz_perf_sample fuzz_config fuzz_elf_no
 	fuzz_marker_spec fuzz_stack_tree fuzz_json_sink fuzz_python_frames fuzz_v8_frames fuzz_kernel_funcs
 # What each target links, beyond its harness (src/ paths without .cpp).
 FUZZ_SRCS_fuzz_maps := stack/maps util/safe_open
-FUZZ_SRCS_fuzz_perf_map := stack/perf_map stack/maps util/safe_open
+FUZZ_SRCS_fuzz_perf_map := stack/perf_map stack/maps util/safe_open util/budget
 FUZZ_SRCS_fuzz_perf_sample := stack/perf_sample arch/arch
 FUZZ_SRCS_fuzz_config := config/jank_config
 FUZZ_SRCS_fuzz_elf_notes := stack/elf_image elf/build_id markers/probe_elf stack/kallsyms \
-	stack/maps util/safe_open
+	stack/maps util/safe_open util/budget
 FUZZ_LIBS_fuzz_elf_notes := -lelf -ldw -lz
 FUZZ_SRCS_fuzz_marker_spec := markers/marker_spec
 # wait_state_name() lives in the resolver, which brings the stack library.
