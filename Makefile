@@ -202,7 +202,7 @@ FUZZ_SRCS_fuzz_marker_spec := markers/marker_spec
 # wait_state_name() lives in the resolver, which brings the stack library.
 FUZZ_SRCS_fuzz_stack_tree := $(patsubst src/%.cpp,%,$(filter src/stack/%.cpp src/util/%.cpp src/arch/%.cpp src/elf/%.cpp,$(SRCS)))
 FUZZ_LIBS_fuzz_stack_tree := -lelf -ldw -lz -lpthread
-FUZZ_SRCS_fuzz_json_sink := output/json_output util/safe_open util/clock
+FUZZ_SRCS_fuzz_json_sink := output/json_output util/safe_open util/clock util/budget
 FUZZ_SRCS_fuzz_python_frames := runtime/python_frames runtime/python_layout
 FUZZ_SRCS_fuzz_v8_frames := runtime/v8_frames runtime/v8_layout util/clock
 FUZZ_SRCS_fuzz_kernel_funcs := bpf/kernel_funcs
@@ -296,6 +296,11 @@ $(OUTPUT)/tests/getppid: bench/getppid.c | $(OUTPUT)/tests
 
 # Static: each of its thousands of execs a second skips the dynamic loader.
 $(OUTPUT)/tests/exec_storm: tests/apps/exec_storm.c | $(OUTPUT)/tests
+	$(CC) $(APP_CFLAGS) -static $< -o $@
+
+# Static: the executable-note attack (issue 26) patches a copy of it, and
+# its attacks run as nobody from directories of their own.
+$(OUTPUT)/tests/hostile_budget: tests/apps/hostile_budget.c | $(OUTPUT)/tests
 	$(CC) $(APP_CFLAGS) -static $< -o $@
 
 # Freestanding i386: no i386 libc can be installed beside the arm64 cross

@@ -77,7 +77,8 @@ enum jb_thread_state {
 	X(SCAN_FULL, scan_full, "tasks the scan watchdog cannot see live: in_task full")                 \
 	X(OFFCPU_RING_FULL, offcpu_ring_full, "off-CPU captures and wakers lost: `captures` ring full")   \
 	X(OFFCPU_RATE, offcpu_rate_limited, "off-CPU captures not sent: the process's --offcpu-rate")    \
-	X(TIMERS_FULL, timers_map_full, "watchdog timers not made: the `timers` map was full")
+	X(TIMERS_FULL, timers_map_full, "watchdog timers not made: the `timers` map was full")         \
+	X(RECORD_RATE, records_rate_limited, "jank and hang records not sent: over --record-rate(-uid)")
 
 #define JB_STAT_ENUM(id, field, meaning) JB_STAT_##id,
 enum jb_stat {

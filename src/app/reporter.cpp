@@ -5,6 +5,7 @@
 #include "app/reporter.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "stack/maps.h"
 #include "stack/perf_sample.h"
 #include "stack/resolver.h"
+#include "util/budget.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -44,6 +46,44 @@ constexpr auto kLazyDelay = std::chrono::milliseconds(50);
 bool Reporter::is_stack_job(const Job& job) {
   return std::holds_alternative<SampleJob>(job) || std::holds_alternative<OffCpuJob>(job) ||
          std::holds_alternative<WakerJob>(job);
+}
+
+pid_t Reporter::charged_pid(const Job& job) {
+  if (auto* j = std::get_if<SampleJob>(&job)) return j->pid;
+  if (auto* j = std::get_if<OffCpuJob>(&job)) return static_cast<pid_t>(j->event->hdr.pid);
+  // A waker's stack is symbolized from the waker's files.
+  if (auto* j = std::get_if<WakerJob>(&job)) return static_cast<pid_t>(j->event.waker_pid);
+  if (auto* j = std::get_if<PinJob>(&job)) return j->pid;
+  return 0;
+}
+
+uint32_t Reporter::Impl::uid_of(pid_t pid) {
+  auto it = uids.find(pid);
+  if (it != uids.end()) return it->second;
+  if (uids.size() >= 65536) uids.clear();
+  struct stat st {};
+  // A process gone already shares one bucket with every other gone one.
+  uint32_t uid = ::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0 ? st.st_uid : UINT32_MAX;
+  return uids.emplace(pid, uid).first->second;
+}
+
+bool Reporter::within_time(Job& job, uint32_t* uid) {
+  const pid_t pid = charged_pid(job);
+  if (pid <= 0) return true;
+  *uid = impl_->uid_of(pid);
+  if (impl_->time_buckets.size() >= 65536) impl_->time_buckets.clear();  // a bucket gone is full again
+  auto& b = impl_->time_buckets[*uid];
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(now - b.at).count();
+  b.ns = std::min(kReporterBurstMs * 1'000'000, b.ns + elapsed / 1000 * kReporterMsPerSec);
+  b.at = now;
+  if (b.ns > 0) return true;
+  if (impl_->pid_budgets.size() >= 65536) impl_->pid_budgets.clear();
+  impl_->pid_budgets[pid] |= kBudgetReporterTime;
+  if (auto* j = std::get_if<SampleJob>(&job)) records_.give(std::move(j->record));
+  std::lock_guard lk(mu_);
+  stats_.budgets.reporter_time_skipped++;
+  return false;
 }
 
 Reporter::Reporter(ReporterConfig cfg, Output& out)
@@ -106,6 +146,10 @@ void Reporter::copy_bounds() {
   stats_.process_evictions = rs.process_evictions;
   stats_.module_evictions = rs.module_evictions;
   stats_.memo_resets = rs.memo_resets;
+  stats_.budgets.elf_files_cut = rs.elf_files_cut;
+  stats_.budgets.modules_refused = rs.modules_refused;
+  stats_.budgets.perf_maps_cut = rs.perf_maps_cut;
+  stats_.budgets.elf_bytes_max = rs.elf_bytes_high;
 }
 
 void Reporter::push(Job job) {
@@ -144,9 +188,11 @@ void Reporter::add_perf_sample(std::span<const uint8_t> record) {
   SampleJob job{records_.take(record.size()), {}};
   memcpy(job.record.data(), record.data(), record.size());
   stack::PerfSampleView v;
-  if (stack::parse_perf_sample(job.record, cfg_.perf_sample_type, cfg_.regs_mask, v))
+  if (stack::parse_perf_sample(job.record, cfg_.perf_sample_type, cfg_.regs_mask, v)) {
+    job.pid = static_cast<pid_t>(v.pid);
     job.rt = capture_runtime(static_cast<pid_t>(v.pid), static_cast<pid_t>(v.tid), v.time, v.regs,
                              v.stack.first(std::min<size_t>(v.stack.size(), v.stack_dyn_size)));
+  }
   push(std::move(job));
 }
 
@@ -154,11 +200,14 @@ runtime::RuntimeCapture Reporter::capture_runtime(pid_t pid, pid_t tid, uint64_t
                                                   std::span<const uint64_t> regs, std::span<const uint8_t> stack) {
   runtime::RuntimeCapture rt;
   rt.python = python_->capture(pid, tid, sample_ns);
-  if (rt.python.status != runtime::PyCapture::Status::None || python_->kind(pid) != runtime::RuntimeKind::V8)
-    return rt;
-  auto r = decode_user_regs(host_arch().arch, cfg_.regs_mask, regs);
-  if (!r || !r->has_fp) return rt;
-  rt.js = python_->capture_js(pid, sample_ns, runtime::NativeStack{r->pc, r->sp, r->fp, stack});
+  if (rt.python.status == runtime::PyCapture::Status::None && python_->kind(pid) == runtime::RuntimeKind::V8) {
+    auto r = decode_user_regs(host_arch().arch, cfg_.regs_mask, regs);
+    if (r && r->has_fp) rt.js = python_->capture_js(pid, sample_ns, runtime::NativeStack{r->pc, r->sp, r->fp, stack});
+  }
+  if (rt.python.budget_cut || rt.js.budget_cut) {
+    std::lock_guard lk(mu_);
+    stats_.budgets.runtime_cache_cuts++;
+  }
   return rt;
 }
 
@@ -265,6 +314,10 @@ void Reporter::run() {
       busy_ = kJobNames[job.index()];
       evicted_ = impl_->evicted;  // read under mu_ by stats()
     }
+    // A stack job of a uid out of reporter time is skipped, at no cost.
+    uint32_t uid = 0;
+    if (!within_time(job, &uid)) continue;
+    const auto job_start = std::chrono::steady_clock::now();
     // One job's failure (bad_alloc on a hostile ELF, a parser's exception)
     // costs that job, counted, never the run.
     try {
@@ -280,6 +333,8 @@ void Reporter::run() {
               impl_->resolver.prepare(j.pid, host_arch().arch, std::move(j.early_maps));
             } else if constexpr (std::is_same_v<T, ForgetJob>) {
               impl_->resolver.forget(j.pid);
+              impl_->uids.erase(j.pid);
+              impl_->pid_budgets.erase(j.pid);
               python_->forget(j.pid);
               std::erase_if(impl_->stacks, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
               std::erase_if(impl_->offcpu, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
@@ -294,6 +349,9 @@ void Reporter::run() {
     } catch (...) {
       job_failed("unknown exception");
     }
+    if (charged_pid(job) > 0)
+      impl_->time_buckets[uid].ns -=
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - job_start).count();
   }
 }
 

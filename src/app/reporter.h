@@ -65,7 +65,17 @@ struct ReporterStats {
   // The resolver's and the quota's bounds (the rest of CacheEvictions is
   // filled by the monitor).
   uint64_t process_evictions = 0, module_evictions = 0, memo_resets = 0, quota_evictions = 0;
+  // Issue 26's budgets (the rate-limited lists are filled by the monitor).
+  BudgetCounts budgets;
 };
+
+// The reporter's time a uid's stack jobs (samples, off-CPU captures,
+// wakers, pins) may take (issue 26: one process's files being copied held
+// up everyone's records): a bucket of kReporterBurstMs refilled at
+// kReporterMsPerSec a second; a job of a uid in debt is skipped (its
+// stacks lose those samples, its next record says "reporter_time"), so
+// another uid's record waits for at most the burst and one job.
+inline constexpr int64_t kReporterMsPerSec = 250, kReporterBurstMs = 1000;
 
 class Reporter {
  public:
@@ -119,7 +129,7 @@ class Reporter {
   ReportQuota& quota() { return *quota_; }
 
  private:
-  struct SampleJob { RecordBytes record; runtime::RuntimeCapture rt; };
+  struct SampleJob { RecordBytes record; runtime::RuntimeCapture rt; pid_t pid = 0; };
   struct OffCpuJob { std::unique_ptr<jb_offcpu_event> event; runtime::RuntimeCapture rt; };
   struct WakerJob { jb_waker_event event; };
   struct TaskJob { TaskRecord rec; TaskContext ctx; };
@@ -129,6 +139,12 @@ class Reporter {
   using Job = std::variant<SampleJob, OffCpuJob, WakerJob, TaskJob, ExitJob, ForgetJob, PinJob>;
 
   static bool is_stack_job(const Job& job);
+  // The process a stack job or pin is for (its uid pays for the time), 0
+  // for records.
+  static pid_t charged_pid(const Job& job);
+  // Whether the job's uid has reporter time left; if not, the job is
+  // skipped (counted) and false. Otherwise *uid says whom to charge.
+  bool within_time(Job& job, uint32_t* uid);
   void push(Job job);
   void run();
   void handle(SampleJob& j);
