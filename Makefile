@@ -200,7 +200,8 @@ FUZZ_SRCS_fuzz_elf_notes := stack/elf_image elf/build_id markers/probe_elf stack
 FUZZ_LIBS_fuzz_elf_notes := -lelf -ldw -lz
 FUZZ_SRCS_fuzz_marker_spec := markers/marker_spec
 # wait_state_name() lives in the resolver, which brings the stack library.
-FUZZ_SRCS_fuzz_stack_tree := $(patsubst src/%.cpp,%,$(filter src/stack/%.cpp src/util/%.cpp src/arch/%.cpp src/elf/%.cpp,$(SRCS)))
+FUZZ_SRCS_fuzz_stack_tree := $(patsubst src/%.cpp,%,$(filter src/stack/%.cpp src/util/%.cpp src/arch/%.cpp src/elf/%.cpp,$(SRCS))) \
+	bpf/test_seams
 FUZZ_LIBS_fuzz_stack_tree := -lelf -ldw -lz -lpthread
 FUZZ_SRCS_fuzz_json_sink := output/json_output util/safe_open util/clock util/budget
 FUZZ_SRCS_fuzz_python_frames := runtime/python_frames runtime/python_layout

@@ -74,8 +74,9 @@ struct ReporterStats {
 // up everyone's records): a bucket of kReporterBurstMs refilled at
 // kReporterMsPerSec a second; a job of a uid in debt is skipped (its
 // stacks lose those samples, its next record says "reporter_time"), so
-// another uid's record waits for at most the burst and one job.
-inline constexpr int64_t kReporterMsPerSec = 250, kReporterBurstMs = 1000;
+// another uid's record waits for at most the burst and one job (a pin
+// stops opening files after ResolverOptions::Budgets::parse_time).
+inline constexpr int64_t kReporterMsPerSec = 250, kReporterBurstMs = 500;
 
 class Reporter {
  public:

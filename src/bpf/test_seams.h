@@ -14,6 +14,10 @@
 //   JANKBPF_TEST_TRACE_SETUP_DELAY_MS=N  the trace recorder's setup takes N
 //                                  ms longer, as on a machine where its RCU
 //                                  waits are slow
+//   JANKBPF_TEST_SLOW_OPEN_MS=N    opening a watched process's file as a
+//                                  module takes N ms longer when a user
+//                                  other than root owns it, as on a slow
+//                                  filesystem that user controls (FUSE)
 #pragma once
 
 #include <cstdint>
@@ -25,5 +29,6 @@ bool one_ring();
 uint32_t reader_pause_ms();   // 0: not set
 bool no_runtime_read();
 uint32_t trace_setup_delay_ms();  // 0: not set
+uint32_t slow_open_ms();          // 0: not set
 
 }  // namespace jankbpf::test_seams

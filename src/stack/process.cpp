@@ -15,7 +15,9 @@
 #include <cstdlib>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
+#include "bpf/test_seams.h"
 #include "stack/resolver.h"
 #include "util/log.h"
 #include "util/safe_open.h"
@@ -243,6 +245,9 @@ std::shared_ptr<Module> Process::open_module(const MapEntry& m, Opened o, std::s
   std::snprintf(range, sizeof range, "map_files/%" PRIx64 "-%" PRIx64, m.start, m.end);
   auto source = std::make_unique<MappedSource>(proc_path(range), proc_path("root"), owner_.options().host_root,
                                                m.path, o.st);
+  // Tests: a slow filesystem of the process's user (test_seams.h).
+  if (uint32_t ms = test_seams::slow_open_ms(); ms && o.st.st_uid != 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   auto elf = ElfImage::open(std::move(o.fd), limits, std::move(source));
   ++modules_opened_;
   if (!elf) {

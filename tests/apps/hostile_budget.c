@@ -18,7 +18,8 @@
  *
  * Options (before the mode): --spin MS (default 300), --sleep MS (a task
  * sleeps this long instead), --gap MS (between tasks, default 200),
- * --seconds S (then exit, default 60).
+ * --seconds S (then exit, default 60), --procs N (N processes each make
+ * and map files of their own, each prints its ready line).
  */
 #define _GNU_SOURCE
 #include <elf.h>
@@ -38,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int spin_ms = 300, sleep_ms = 0, gap_ms = 200, seconds = 60;
+static int spin_ms = 300, sleep_ms = 0, gap_ms = 200, seconds = 60, procs = 0;
 
 static void die(const char *what)
 {
@@ -187,6 +188,8 @@ int main(int argc, char **argv)
 			gap_ms = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--seconds"))
 			seconds = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--procs"))
+			procs = atoi(argv[i + 1]);
 		else
 			break;
 	}
@@ -197,11 +200,27 @@ int main(int argc, char **argv)
 	}
 	const char *mode = argv[i];
 	char path[4096];
+	int self = 0;  /* with --procs: this process's index, in its files' names */
+	for (int k = 1; k <= procs; k++) {
+		pid_t c = fork();
+		if (c < 0)
+			die("fork");
+		if (c == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			self = k;
+			break;
+		}
+		if (k == procs) {
+			while (wait(NULL) > 0)
+				;
+			return 0;
+		}
+	}
 	if (!strcmp(mode, "sparse") && i + 3 < argc) {
 		int count = atoi(argv[i + 2]);
 		uint64_t size = strtoull(argv[i + 3], NULL, 10) << 20;
 		for (int k = 0; k < count; k++) {
-			snprintf(path, sizeof path, "%s/sparse-%d.so", argv[i + 1], k);
+			snprintf(path, sizeof path, "%s/sparse-%d-%d.so", argv[i + 1], self, k);
 			write_sparse_elf(path, size);
 			map_exec(path);
 		}
@@ -217,7 +236,7 @@ int main(int argc, char **argv)
 		eh.e_version = EV_CURRENT;
 		eh.e_ehsize = sizeof eh;
 		for (int k = 0; k < count; k++) {
-			snprintf(path, sizeof path, "%s/tiny-%d.so", argv[i + 1], k);
+			snprintf(path, sizeof path, "%s/tiny-%d-%d.so", argv[i + 1], self, k);
 			int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 			if (fd < 0)
 				die(path);

@@ -27,9 +27,10 @@ HOSTILE = os.path.join(BUILD, "tests", "hostile_budget")
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 IGNORE = "3"  # --ignore-startup-time: processes younger than this are not checked
 # The innocent's record comes this long after its task ended, at most
-# (README: a uid's stack work holds the reporter up for at most 1 s of
-# reporter time and one job; a record usually comes within 50 ms).
-ON_TIME_S = 1.5
+# (README: another uid's stack work holds the reporter up for at most
+# 0.5 s of its time and one job of at most ~1 s; a record usually comes
+# within 50 ms).
+ON_TIME_S = 2.0
 
 
 def fds(pid):
@@ -151,9 +152,9 @@ def check_innocent(jb, target, threshold_ms, tasks):
     return worst
 
 
-def start_jankbpf(*args):
+def start_jankbpf(*args, env=None):
     return Jankbpf("--ignore-startup-time", IGNORE, "--threshold", "100", "--log-type", "1", "--dev",
-                   "--report-times-per-app", "3", *args)
+                   "--report-times-per-app", "3", *args, env={**os.environ, **env} if env else None)
 
 
 def innocent(n=6, name="innocent"):
@@ -206,6 +207,36 @@ def test_thirty_thousand_little_elf_files_take_no_descriptors(tmp_path):
         print(f"30,000 ELF files: {watch}; innocent's worst record latency {worst:.3f} s; budgets {s['budgets']}")
         assert watch.max_fds <= watch.base_fds + 64, str(watch)
         assert s["budgets"]["modules_refused"] > 0, s["budgets"]
+        assert worst < ON_TIME_S, f"the innocent's record came {worst:.2f} s after its task"
+    finally:
+        atk.stop()
+
+
+def test_one_uids_slow_files_do_not_hold_up_another_uids_records(tmp_path):
+    """The reporter is one thread: one uid's slow work (here a slow
+    filesystem it controls, JANKBPF_TEST_SLOW_OPEN_MS: each of its files
+    takes 0.4 s to open) must not delay another uid's records. 12 nobody
+    processes each map 20 files of their own and jank 3 times a second:
+    their pins want ~30 s of the reporter a second. The uid gets 0.5 s of
+    it, then 0.25 s a second; its skipped jobs are counted and its records
+    say "reporter_time"; the innocent's records are on time and complete.
+    (The build before issue 26 has neither the seam nor the bucket.)"""
+    n = 12
+    atk = Attacker(HOSTILE, "--spin", "200", "--gap", "100", "--procs", str(n), "many", "{dir}", "20")
+    try:
+        for _ in range(n):
+            atk.wait_ready()
+        with innocent(8, name="hostile_budget") as target:
+            jb = start_jankbpf("--comm", "hostile_budget", env={"JANKBPF_TEST_SLOW_OPEN_MS": "400"})
+            target.wait_done(timeout=60)
+            jb.stop(signal.SIGTERM)
+        s = jb.summary()
+        slow = [r for r in jb.of_type("jank") if r["uid"] == 65534]
+        worst = check_innocent(jb, target, 100, 8)
+        print(f"slow files of one uid: {len(slow)} of its janks, {s['budgets']['reporter_time_skipped']} of its "
+              f"jobs skipped; the innocent's worst record latency {worst:.3f} s")
+        assert s["budgets"]["reporter_time_skipped"] > 0, s["budgets"]
+        assert any("reporter_time" in r.get("budget_exceeded", []) for r in slow), slow[-2:]
         assert worst < ON_TIME_S, f"the innocent's record came {worst:.2f} s after its task"
     finally:
         atk.stop()
