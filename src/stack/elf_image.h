@@ -117,8 +117,9 @@ class ElfImage {
   uint64_t load_end_vaddr() const { return end_vaddr_; }
   bool has_loads() const { return !loads_.empty(); }
 
-  // Bytes the private copy holds (pages), and what was charged for it.
+  // Bytes the private copy holds (pages), and whom it is charged to.
   uint64_t copied_bytes() const { return copied_; }
+  uid_t charged_uid() const { return limits_.uid; }
   // Budget bits (util/budget.h) that left sections out: kBudgetElfBytes,
   // kBudgetTime; 0 when everything wanted was copied.
   uint32_t budget_cut() const { return cut_; }

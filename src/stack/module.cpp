@@ -363,14 +363,17 @@ std::shared_ptr<Module> ModuleCache::insert(std::string key, std::unique_ptr<Elf
   return m;
 }
 
-void ModuleCache::make_room(const BudgetLedger& ledger, uint64_t want) {
-  const uint64_t total = ledger.limits().total;
-  if (!total) return;
-  while (ledger.held() + want > total) {
+void ModuleCache::make_room(const BudgetLedger& ledger, uint64_t want, pid_t pid, uid_t uid) {
+  while (ledger.headroom(pid, uid) < want) {
+    // The uid's own unused modules; any unused one when the total is short.
+    const uint64_t total = ledger.limits().total;
+    const bool total_short = total && total - std::min(total, ledger.held()) < want;
     auto lru = modules_.end();
     for (auto i = modules_.begin(); i != modules_.end(); ++i)
-      if (i->second.module.use_count() == 1 && (lru == modules_.end() || i->second.used < lru->second.used)) lru = i;
-    if (lru == modules_.end()) return;  // every module is in use
+      if (i->second.module.use_count() == 1 && (total_short || i->second.module->charged_uid() == uid) &&
+          (lru == modules_.end() || i->second.used < lru->second.used))
+        lru = i;
+    if (lru == modules_.end()) return;  // nothing unused to drop
     drop(lru);
   }
 }

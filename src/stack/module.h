@@ -92,6 +92,7 @@ class Module {
   // Budget bits (util/budget.h) that cost this module sections (its file's
   // or its debug file's): its frames may lack names or lines.
   uint32_t budget_cut() const { return elf_->budget_cut() | (debug_ ? debug_->budget_cut() : 0); }
+  uid_t charged_uid() const { return elf_->charged_uid(); }
   // Bytes held: both copies.
   uint64_t held_bytes() const { return elf_->copied_bytes() + (debug_ ? debug_->copied_bytes() : 0); }
 
@@ -134,10 +135,11 @@ class ModuleCache {
   std::shared_ptr<Module> find(const std::string& key);
   std::shared_ptr<Module> insert(std::string key, std::unique_ptr<ElfImage> elf, const std::string& path,
                                  const DebugSearch& where, const ElfCopyLimits& limits = {});
-  // Drops modules no process holds, least recently used first, until
-  // `ledger` has `want` bytes of total headroom again (or none is left to
-  // drop).
-  void make_room(const BudgetLedger& ledger, uint64_t want);
+  // Drops modules no process holds, least recently used first (those
+  // charged to `uid` first), until `ledger` has `want` bytes of headroom
+  // for pid (of uid) again, or none is left to drop: a module cached after
+  // its processes exited must not hold a uid's budget.
+  void make_room(const BudgetLedger& ledger, uint64_t want, pid_t pid, uid_t uid);
   size_t size() const { return modules_.size(); }
   void clear() { modules_.clear(); }
   uint64_t hits() const { return hits_; }

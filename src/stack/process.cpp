@@ -229,7 +229,7 @@ std::shared_ptr<Module> Process::open_module(const MapEntry& m, Opened o, std::s
     ++owner_.stats_.modules_refused;
     return nullptr;
   }
-  cache.make_room(owner_.elf_ledger_, std::min(b.elf_per_file, static_cast<uint64_t>(o.st.st_size)));
+  cache.make_room(owner_.elf_ledger_, std::min(b.elf_per_file, static_cast<uint64_t>(o.st.st_size)), pid_, uid());
   if (cache.size() >= b.modules_total) {
     budget |= kBudgetModules;
     ++owner_.stats_.modules_refused;
