@@ -57,27 +57,33 @@ pid_t Reporter::charged_pid(const Job& job) {
   return 0;
 }
 
-uint32_t Reporter::Impl::uid_of(pid_t pid) {
-  auto it = uids.find(pid);
-  if (it != uids.end()) return it->second;
-  if (uids.size() >= 65536) uids.clear();
+uint32_t Reporter::uid_of(const Job& job) {
+  pid_t pid = charged_pid(job);
+  if (auto* j = std::get_if<TaskJob>(&job)) return j->rec.proc.uid;
+  if (auto* j = std::get_if<ExitJob>(&job)) pid = j->rec.pid;
+  if (auto* j = std::get_if<ForgetJob>(&job)) pid = j->pid;
+  if (pid <= 0) return 0;
+  std::lock_guard lk(uid_mu_);
+  auto it = uids_.find(pid);
+  if (it != uids_.end()) return it->second;
+  if (uids_.size() >= 65536) uids_.clear();
   struct stat st {};
-  // A process gone already shares one bucket with every other gone one.
+  // One stat a process, on its first job. A process gone already shares
+  // one uid with every other gone one.
   uint32_t uid = ::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0 ? st.st_uid : UINT32_MAX;
-  return uids.emplace(pid, uid).first->second;
+  return uids_.emplace(pid, uid).first->second;
 }
 
-bool Reporter::within_time(Job& job, uint32_t* uid) {
+bool Reporter::within_time(Job& job, uint32_t uid, bool others_waiting) {
   const pid_t pid = charged_pid(job);
   if (pid <= 0) return true;
-  *uid = impl_->uid_of(pid);
   if (impl_->time_buckets.size() >= 65536) impl_->time_buckets.clear();  // a bucket gone is full again
-  auto& b = impl_->time_buckets[*uid];
+  auto& b = impl_->time_buckets[uid];
   const auto now = std::chrono::steady_clock::now();
   const int64_t elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(now - b.at).count();
   b.ns = std::min(kReporterBurstMs * 1'000'000, b.ns + elapsed / 1000 * kReporterMsPerSec);
   b.at = now;
-  if (b.ns > 0) return true;
+  if (b.ns > 0 || !others_waiting) return true;
   if (impl_->pid_budgets.size() >= 65536) impl_->pid_budgets.clear();
   impl_->pid_budgets[pid] |= kBudgetReporterTime;
   if (auto* j = std::get_if<SampleJob>(&job)) records_.give(std::move(j->record));
@@ -154,6 +160,7 @@ void Reporter::copy_bounds() {
 
 void Reporter::push(Job job) {
   const bool droppable = is_stack_job(job);
+  const uint32_t uid = uid_of(job);
   uint64_t records_dropped = 0;
   bool wake = false;
   {
@@ -169,7 +176,8 @@ void Reporter::push(Job job) {
     if (record && queue_.size() >= kMaxQueuedJobs) {
       records_dropped = ++stats_.records_dropped;
     } else {
-      queue_.push_back(std::move(job));
+      queue_.emplace_back(std::move(job), uid);
+      queued_by_uid_[uid]++;
       if (droppable) {
         if (queue_.size() == urgent_ + 1) lazy_since_ = std::chrono::steady_clock::now();
         wake = queue_.size() - urgent_ == kLazyBatch;
@@ -236,13 +244,16 @@ bool Reporter::pin(pid_t pid) {
   // Before this task's first sample is read: it may run a new program.
   python_->check_exec(pid);
   const bool python = python_->look(pid);
+  Job pin_job = PinJob{pid, std::move(maps)};
+  const uint32_t uid = uid_of(pin_job);
   {
     std::lock_guard lk(mu_);
     if (queue_.size() >= kMaxQueuedJobs) {  // an aid to unwinding, never worth unbounded memory
       stats_.dropped++;
       return python;
     }
-    queue_.push_front(PinJob{pid, std::move(maps)});  // ahead of the samples already queued
+    queue_.emplace_front(std::move(pin_job), uid);  // ahead of the samples already queued
+    queued_by_uid_[uid]++;
     urgent_++;
   }
   cv_.notify_one();
@@ -269,6 +280,8 @@ void Reporter::run() {
   static_assert(std::size(kJobNames) == std::variant_size_v<Job>);
   for (;;) {
     Job job;
+    uint32_t uid = 0;
+    bool others_waiting = false;
     bool hurry;
     {
       std::unique_lock lk(mu_);
@@ -302,8 +315,12 @@ void Reporter::run() {
         done_cv_.notify_all();
         return;
       }
-      job = std::move(queue_.front());
+      job = std::move(queue_.front().first);
+      uid = queue_.front().second;
       queue_.pop_front();
+      if (auto q = queued_by_uid_.find(uid); q != queued_by_uid_.end() && --q->second == 0) queued_by_uid_.erase(q);
+      // Another uid's jobs wait behind this one.
+      others_waiting = queue_.size() > (queued_by_uid_.count(uid) ? queued_by_uid_[uid] : 0);
       const bool stack_job = is_stack_job(job);
       if (!stack_job) urgent_--;
       // Out of time: records still go out, their stacks no longer.
@@ -314,9 +331,9 @@ void Reporter::run() {
       busy_ = kJobNames[job.index()];
       evicted_ = impl_->evicted;  // read under mu_ by stats()
     }
-    // A stack job of a uid out of reporter time is skipped, at no cost.
-    uint32_t uid = 0;
-    if (!within_time(job, &uid)) continue;
+    // A stack job of a uid out of reporter time is skipped, at no cost,
+    // when another uid waits.
+    if (!within_time(job, uid, others_waiting)) continue;
     const auto job_start = std::chrono::steady_clock::now();
     // One job's failure (bad_alloc on a hostile ELF, a parser's exception)
     // costs that job, counted, never the run.
@@ -333,8 +350,11 @@ void Reporter::run() {
               impl_->resolver.prepare(j.pid, host_arch().arch, std::move(j.early_maps));
             } else if constexpr (std::is_same_v<T, ForgetJob>) {
               impl_->resolver.forget(j.pid);
-              impl_->uids.erase(j.pid);
               impl_->pid_budgets.erase(j.pid);
+              {
+                std::lock_guard ul(uid_mu_);
+                uids_.erase(j.pid);
+              }
               python_->forget(j.pid);
               std::erase_if(impl_->stacks, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
               std::erase_if(impl_->offcpu, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
@@ -349,9 +369,13 @@ void Reporter::run() {
     } catch (...) {
       job_failed("unknown exception");
     }
-    if (charged_pid(job) > 0)
-      impl_->time_buckets[uid].ns -=
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - job_start).count();
+    if (charged_pid(job) > 0) {
+      // At most a burst of debt: a uid that had the reporter to itself is
+      // not shut out for long once someone else needs it.
+      auto& ns = impl_->time_buckets[uid].ns;
+      ns -= std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - job_start).count();
+      ns = std::max(ns, -kReporterBurstMs * 1'000'000);
+    }
   }
 }
 

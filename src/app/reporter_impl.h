@@ -61,9 +61,7 @@ struct Reporter::Impl {
     std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
   };
   std::unordered_map<uint32_t, TimeBucket> time_buckets;
-  std::unordered_map<pid_t, uint32_t> uids;
   std::unordered_map<pid_t, uint32_t> pid_budgets;
-  uint32_t uid_of(pid_t pid);
 
   // Makes room for `tid` in `table` (keyed by tid, values non-empty lists
   // of entries with a time_ns, newest last).

@@ -153,6 +153,10 @@ class PathSource final : public ElfSource {
 
 size_t elf_source_fds_open() { return SourcePool::get().open(); }
 
+std::unique_ptr<ElfSource> path_source(std::string path, OpenPolicy policy, const struct stat& st) {
+  return std::make_unique<PathSource>(std::move(path), std::move(policy), st);
+}
+
 std::string hex_encode(const uint8_t* p, size_t n) {
   static const char* kHex = "0123456789abcdef";
   std::string s;
@@ -405,6 +409,7 @@ std::unique_ptr<ElfImage> ElfImage::open(Fd fd, const ElfCopyLimits& limits, std
 }
 
 bool ElfImage::copy_in(int fd, Plan& plan, const ElfCopyLimits& limits) {
+  const auto started = std::chrono::steady_clock::now();
   limits_ = limits;
   // Choose, in order, the items that fit the file's limit and the ledger's
   // headroom; one that does not is left out (and counted as a cut). DWARF
@@ -470,7 +475,8 @@ bool ElfImage::copy_in(int fd, Plan& plan, const ElfCopyLimits& limits) {
     if (!it.copied) continue;
     for (const auto& [off, len] : it.ranges) {
       uint64_t done = 0;
-      const auto until = k == 0 ? std::chrono::steady_clock::time_point::max() : limits.deadline;
+      const auto until = k == 0 || limits.time == std::chrono::milliseconds::max() ? std::chrono::steady_clock::time_point::max()
+                                                                                     : started + limits.time;
       if (!copy_range(fd, off, len, until, &done)) {
         if (done < len && std::chrono::steady_clock::now() > until) cut_ |= kBudgetTime;
         it.copied = false;

@@ -11,7 +11,7 @@
 // memory, and its section headers say SHT_NOBITS (its program headers
 // PT_NULL for notes), so neither libelf nor libdw reads bytes that are not
 // there. What is copied is bounded (ElfCopyLimits: bytes, charged to the
-// process and uid in a BudgetLedger, and a deadline); a file over its
+// process and uid in a BudgetLedger, and a time); a file over its
 // budget loses the sections that do not fit (DWARF first, then .symtab),
 // and says so (budget_cut()). No descriptor is held: bytes outside the
 // copy (code, for arm64's leaf analysis and read-only memory) are read
@@ -59,9 +59,15 @@ struct ElfCopyLimits {
   BudgetLedger* ledger = nullptr;
   pid_t pid = 0;
   uid_t uid = 0;
-  // Copying stops past this (sections not copied by then are left out).
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Copying a file's sections (headers, symbols, CFI) stops after this
+  // long (those not copied by then are left out); DWARF, copied later, has
+  // load_dwarf()'s own.
+  std::chrono::milliseconds time = std::chrono::milliseconds::max();
 };
+
+// A source that reopens `path` (open_untrusted with `policy`) and takes it
+// only if it is still the file `st` describes (device, inode, size, mtime).
+std::unique_ptr<ElfSource> path_source(std::string path, OpenPolicy policy, const struct stat& st);
 
 class ElfImage {
  public:

@@ -129,7 +129,10 @@ std::unique_ptr<ElfImage> find_debug_file(const ElfImage& elf, const DebugSearch
   auto try_in = [&](const std::string& root, const std::string& rel, bool by_build_id) -> std::unique_ptr<ElfImage> {
     Opened o = open_in_root(root, rel, policy);
     if (!o || !usable_candidate(elf, o.fd.get(), o.st, by_build_id)) return nullptr;
-    auto cand = ElfImage::open(std::move(o.fd), limits);
+    // Its DWARF is copied later (load_dwarf), through the path if the
+    // descriptor pool closed this one meanwhile.
+    const struct stat st = o.st;
+    auto cand = ElfImage::open(std::move(o.fd), limits, path_source(root + rel, policy, st));
     if (!cand) return nullptr;
     if (found_path) *found_path = root + rel;
     return cand;

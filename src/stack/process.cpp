@@ -240,7 +240,7 @@ std::shared_ptr<Module> Process::open_module(const MapEntry& m, Opened o, std::s
   limits.ledger = &owner_.elf_ledger_;
   limits.pid = pid_;
   limits.uid = uid();
-  limits.deadline = std::chrono::steady_clock::now() + b.parse_time;
+  limits.time = b.parse_time;
   char range[48];
   std::snprintf(range, sizeof range, "map_files/%" PRIx64 "-%" PRIx64, m.start, m.end);
   auto source = std::make_unique<MappedSource>(proc_path(range), proc_path("root"), owner_.options().host_root,
