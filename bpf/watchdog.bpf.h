@@ -47,6 +47,8 @@ static __always_inline __u64 check_thread(__u32 tid, struct jb_thread *t, __u64 
 		mark_janked(t->pid);
 		if (record_allowed(t, now))
 			emit_task(JB_EV_CROSSING, tid, t, now);
+		else
+			leave_long(t);  /* refused after its early mark: no more stacks */
 	}
 	/* "Past" the trace bound: a task of exactly trace_ns triggers nothing. */
 	if (trace_ns && !t->traced && elapsed > trace_ns) {
