@@ -201,17 +201,18 @@ FUZZ_TARGETS := fuzz_maps fuzz_perf_map fuzz_perf_sample fuzz_config fuzz_elf_no
 	fuzz_stack_log fuzz_report_jsonl fuzz_hotspot_frames
 # What each target links, beyond its harness (src/ paths without .cpp).
 FUZZ_SRCS_fuzz_maps := stack/maps util/safe_open
-FUZZ_SRCS_fuzz_perf_map := stack/perf_map stack/maps util/safe_open
+FUZZ_SRCS_fuzz_perf_map := stack/perf_map stack/maps util/safe_open util/budget
 FUZZ_SRCS_fuzz_perf_sample := stack/perf_sample arch/arch
 FUZZ_SRCS_fuzz_config := config/jank_config
 FUZZ_SRCS_fuzz_elf_notes := stack/elf_image elf/build_id markers/probe_elf stack/kallsyms \
-	stack/maps util/safe_open
+	stack/maps util/safe_open util/budget
 FUZZ_LIBS_fuzz_elf_notes := -lelf -ldw -lz
 FUZZ_SRCS_fuzz_marker_spec := markers/marker_spec
 # wait_state_name() lives in the resolver, which brings the stack library.
-FUZZ_SRCS_fuzz_stack_tree := $(patsubst src/%.cpp,%,$(filter src/stack/%.cpp src/util/%.cpp src/arch/%.cpp src/elf/%.cpp,$(SRCS)))
+FUZZ_SRCS_fuzz_stack_tree := $(patsubst src/%.cpp,%,$(filter src/stack/%.cpp src/util/%.cpp src/arch/%.cpp src/elf/%.cpp,$(SRCS))) \
+	bpf/test_seams
 FUZZ_LIBS_fuzz_stack_tree := -lelf -ldw -lz -lpthread
-FUZZ_SRCS_fuzz_json_sink := output/json_output util/safe_open util/clock
+FUZZ_SRCS_fuzz_json_sink := output/json_output util/safe_open util/clock util/budget
 FUZZ_SRCS_fuzz_python_frames := runtime/python_frames runtime/python_layout
 FUZZ_SRCS_fuzz_v8_frames := runtime/v8_frames runtime/v8_layout util/clock
 FUZZ_SRCS_fuzz_hotspot_frames := runtime/hotspot_frames runtime/hotspot_methods runtime/hotspot_threads \
@@ -310,6 +311,11 @@ $(OUTPUT)/tests/getppid: bench/getppid.c | $(OUTPUT)/tests
 
 # Static: each of its thousands of execs a second skips the dynamic loader.
 $(OUTPUT)/tests/exec_storm: tests/apps/exec_storm.c | $(OUTPUT)/tests
+	$(CC) $(APP_CFLAGS) -static $< -o $@
+
+# Static: the executable-note attack (issue 26) patches a copy of it, and
+# its attacks run as nobody from directories of their own.
+$(OUTPUT)/tests/hostile_budget: tests/apps/hostile_budget.c | $(OUTPUT)/tests
 	$(CC) $(APP_CFLAGS) -static $< -o $@
 
 # Freestanding i386: no i386 libc can be installed beside the arm64 cross

@@ -71,6 +71,9 @@ static __always_inline void adopt_task(struct task_struct *task)
 		return;
 
 	fresh.pid = tgid;
+	/* Its real uid, as bpf_get_current_uid_gid would give it: the bucket of
+	 * --record-rate-uid it takes from. */
+	fresh.uid = BPF_CORE_READ(task, cred, uid.val);
 	fresh.proc_start_ns = BPF_CORE_READ(leader, start_time);
 	fresh.state = sleep_state(st);
 	fresh.in_wait = 1;

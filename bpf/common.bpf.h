@@ -183,6 +183,7 @@ static __noinline struct jb_thread *track_current(__u32 tid, __u32 tgid, bool lo
 		return NULL;
 
 	fresh.pid = tgid;
+	fresh.uid = (__u32)bpf_get_current_uid_gid();
 	fresh.state = JB_ST_RUNNING;
 	fresh.proc_start_ns = BPF_CORE_READ(leader, start_time);
 	if (state_in_task) {

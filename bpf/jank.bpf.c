@@ -9,6 +9,7 @@
  *   options.bpf.h     what userspace set before load
  *   maps.bpf.h        per-thread state and every map
  *   common.bpf.h      shared steps: find/track a thread, count, reserve a record
+ *   record_rate.bpf.h --record-rate(-uid): which long tasks may be reported
  *   accounting.bpf.h  the running/runnable/sleeping/blocked split
  *   tasks.bpf.h       begin and end of a task, its record
  *   stacks.bpf.h      sample slots, off-CPU captures, wakers
@@ -39,6 +40,7 @@
 #include "options.bpf.h"
 #include "maps.bpf.h"
 #include "common.bpf.h"
+#include "record_rate.bpf.h"
 #include "accounting.bpf.h"
 #include "tasks.bpf.h"
 #include "stacks.bpf.h"

@@ -52,6 +52,8 @@ struct jb_thread {
 	__u32 marker_id;      /* the marker whose span the current task is */
 	__u32 pad2;
 	char rname[JB_NAME_LEN]; /* the runnable's name read at the marker, or "" */
+	__u32 uid;            /* when first tracked: the --record-rate-uid bucket it takes from */
+	__u8 rate;            /* the current task's record token: enum jb_rate_state */
 };
 
 /* Scan watchdog: per watched thread, by tid (userspace shrinks it to one
@@ -144,6 +146,22 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } offcpu_bucket SEC(".maps");
+
+/* --record-rate and --record-rate-uid: the buckets (include/jankbpf/rate.h),
+ * by tgid and by uid. LRU: one pushed out starts again full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct jb_record_bucket);
+} record_bucket SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct jb_record_bucket);
+} uid_bucket SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

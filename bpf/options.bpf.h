@@ -43,6 +43,12 @@ const volatile __u64 sample_window_ns = 2000 * 1000000ull;
 const volatile bool offcpu_enabled = false;
 /* --offcpu-rate: off-CPU captures a second per process (0: no limit). */
 const volatile __u32 offcpu_rate = 100;
+/* --record-rate, --record-rate-uid: long tasks reported a second per
+ * process and per uid (0: no limit), each bucket holding `*_burst` tasks. */
+const volatile __u32 record_rate = 0;
+const volatile __u32 record_burst = 0;
+const volatile __u32 record_rate_uid = 0;
+const volatile __u32 record_burst_uid = 0;
 /* Trace bound (0: no traces): a task past it gets a JB_EV_TRACE record. */
 const volatile __u64 trace_ns = 0;
 /* Markers: tell userspace of each thread tracked from now on, so it can

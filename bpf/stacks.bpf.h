@@ -116,6 +116,9 @@ static __noinline void capture_offcpu(void *ctx, struct task_struct *prev, __u32
 	struct jb_offcpu_event *e;
 	struct pt_regs *regs;
 
+	/* A task over --record-rate(-uid) is not reported: nothing to capture. */
+	if (t->rate == JB_RATE_REFUSED)
+		return;
 	/* Over its rate, a long task's capture would go nowhere: skip the copy
 	 * (and forget an older one stashed for this task: it is stale now). */
 	if (t->early && !offcpu_token(t->pid, now)) {

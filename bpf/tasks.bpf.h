@@ -105,6 +105,10 @@ static __always_inline void end_task(struct jb_thread *t, __u32 tid, __u32 flags
 		return;
 
 	mark_janked(t->pid);
+	if (!record_allowed(t, now)) {
+		count_refused(t->pid, t->uid);
+		return;
+	}
 	e = reserve_event(sizeof(*e));
 	if (!e)
 		return;
@@ -156,6 +160,7 @@ static __always_inline void begin_task(struct jb_thread *t, __u32 tid, __u64 now
 	t->crossed = 0;
 	t->hung = 0;
 	t->traced = 0;
+	t->rate = JB_RATE_UNDECIDED;
 	leave_long(t);
 	t->last_sample_ns = 0;
 	t->seq++;

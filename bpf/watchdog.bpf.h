@@ -36,7 +36,8 @@ static __always_inline __u64 check_thread(__u32 tid, struct jb_thread *t, __u64 
 	__u64 elapsed = now - t->begin_ns;
 
 	/* Emit what is due, in the order the milestones fall. */
-	if (early_ns && !t->early && elapsed >= early_ns) {
+	/* A task over --record-rate(-uid) sends none of these (record_rate.bpf.h). */
+	if (early_ns && !t->early && t->rate != JB_RATE_REFUSED && elapsed >= early_ns && early_allowed(t, now)) {
 		t->early = 1;
 		__sync_fetch_and_add(&long_tasks, 1);
 		emit_task(JB_EV_EARLY, tid, t, now);
@@ -44,16 +45,23 @@ static __always_inline __u64 check_thread(__u32 tid, struct jb_thread *t, __u64 
 	if (!t->crossed && elapsed >= threshold_ns) {
 		t->crossed = 1;
 		mark_janked(t->pid);
-		emit_task(JB_EV_CROSSING, tid, t, now);
+		if (record_allowed(t, now))
+			emit_task(JB_EV_CROSSING, tid, t, now);
+		else
+			leave_long(t);  /* refused after its early mark: no more stacks */
 	}
 	/* "Past" the trace bound: a task of exactly trace_ns triggers nothing. */
 	if (trace_ns && !t->traced && elapsed > trace_ns) {
 		t->traced = 1;
-		emit_task(JB_EV_TRACE, tid, t, now);
+		if (record_allowed(t, now))
+			emit_task(JB_EV_TRACE, tid, t, now);
 	}
 	if (!t->hung && elapsed >= hang_ns) {
 		t->hung = 1;
-		emit_task(JB_EV_HANG, tid, t, now);
+		if (record_allowed(t, now))
+			emit_task(JB_EV_HANG, tid, t, now);
+		else
+			count_refused(t->pid, t->uid);
 	}
 
 	/*

@@ -81,7 +81,8 @@ enum jb_thread_state {
 	X(OFFCPU_RATE, offcpu_rate_limited, "off-CPU captures not sent: the process's --offcpu-rate")    \
 	X(TIMERS_FULL, timers_map_full, "watchdog timers not made: the `timers` map was full")           \
 	X(FRAME_EVENTS_LOST, frame_events_lost, "Wayland frame events lost: the `frames` ring was full")  \
-	X(FRAME_SAMPLES, frame_samples, "on-CPU samples of frames past their deadline")
+	X(FRAME_SAMPLES, frame_samples, "on-CPU samples of frames past their deadline")                 \
+	X(RECORD_RATE, records_rate_limited, "jank and hang records not sent: over --record-rate(-uid)")
 
 #define JB_STAT_ENUM(id, field, meaning) JB_STAT_##id,
 enum jb_stat {

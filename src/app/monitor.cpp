@@ -19,6 +19,7 @@
 #include "bpf/test_seams.h"
 #include "jankbpf/events.h"
 #include "util/log.h"
+#include "util/budget.h"
 
 namespace jankbpf {
 namespace {
@@ -232,7 +233,7 @@ bool Monitor::start_detector() {
   if (metrics_)
     metrics_->set_live([d = detector_.get(), r = reporter_.get()] {
       auto ks = d->kernel_stats();
-      return MetricsLive{ks.ringbuf_drops, ks.tasks, r->stats().records_dropped};
+      return MetricsLive{ks.ringbuf_drops, ks.tasks, r->stats().records_dropped, ks.records_rate_limited};
     });
   if (!attach_markers()) return false;
   //    With trampolines, the targets' threads already asleep in a wait: no
@@ -480,7 +481,9 @@ void Monitor::on_record(std::span<const uint8_t> rec) {
       // unwound before it is forgotten (its maps are gone by then).
       detector_->drain_captures();
       drain_samples();
-      reporter_->emit(builder_.exit(e));
+      ExitRecord exit = builder_.exit(e);
+      exit.records_rate_limited = rate_limited_since(static_cast<pid_t>(e.hdr.pid), true);
+      reporter_->emit(std::move(exit));
       reporter_->forget(static_cast<pid_t>(e.hdr.pid));
       set_eager(static_cast<pid_t>(e.hdr.pid), false);
       exits_++;
@@ -491,6 +494,17 @@ void Monitor::on_record(std::span<const uint8_t> rec) {
       break;
   }
   malformed_++;
+}
+
+uint64_t Monitor::rate_limited_since(pid_t pid, bool exited) {
+  if (!opts_.record_rate && !opts_.record_rate_uid) return 0;
+  const uint64_t now = detector_->records_rate_limited(pid, exited);
+  if (rate_limited_seen_.size() >= 65536) rate_limited_seen_.clear();  // processes gone unseen: bounded
+  uint64_t& seen = rate_limited_seen_[pid];
+  const uint64_t since = now > seen ? now - seen : 0;
+  seen = now;
+  if (exited) rate_limited_seen_.erase(pid);
+  return since;
 }
 
 void Monitor::on_task(const jb_task_event& e) {
@@ -527,6 +541,7 @@ void Monitor::on_task(const jb_task_event& e) {
   await_traces();
   if (!hang && traces_) ctx.trace = traces_->take(static_cast<pid_t>(e.hdr.tid), e.seq);
   TaskRecord rec = builder_.task(e, ctx.exe);
+  if ((rec.records_rate_limited = rate_limited_since(rec.proc.pid, false))) rec.budgets |= kBudgetRecordRate;
   reporter_->report(std::move(rec), std::move(ctx));
   (hang ? hangs_ : janks_)++;
 }

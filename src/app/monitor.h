@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "app/jvm_targets.h"
@@ -129,6 +130,10 @@ class Monitor {
 
   // Counted for the summary.
   uint64_t janks_ = 0, hangs_ = 0, exits_ = 0, malformed_ = 0;
+  // --record-rate(-uid): each process's refused records as last reported
+  // (a record carries the ones since its process's previous record).
+  std::unordered_map<pid_t, uint64_t> rate_limited_seen_;
+  uint64_t rate_limited_since(pid_t pid, bool exited);
   DropNotices drop_notices_;        // the first loss of each kind, on stderr
   uint64_t drops_checked_ns_ = 0;   // last look at the kernel's loss counters
 

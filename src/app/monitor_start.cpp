@@ -57,6 +57,8 @@ DetectorConfig detector_config(const Options& opts) {
     cfg.offcpu_rate = opts.offcpu_rate;
   }
   if (opts.jank.trace_enabled()) cfg.trace_ns = uint64_t{opts.trace_threshold_ms} * 1'000'000;
+  cfg.record_rate = opts.record_rate;
+  cfg.record_rate_uid = opts.record_rate_uid;
   cfg.all_threads = opts.threads == ThreadScope::All;
   cfg.filter_pids = !opts.pids.empty() || !opts.command.empty();
   cfg.comm = opts.comm;

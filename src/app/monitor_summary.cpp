@@ -2,7 +2,10 @@
 // counters, the reporter's and the process's own resource use.
 #include <sys/resource.h>
 
+#include <algorithm>
+
 #include "app/monitor.h"
+#include "proc/process_info.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -34,6 +37,22 @@ void Monitor::emit_summary() {
   s.runtime_frames_read = rs.runtime_frames_read;
   s.runtime_frames_unreadable = rs.runtime_frames_unreadable;
   frames_summary(s);
+  s.budgets = rs.budgets;
+  // --record-rate(-uid): the processes and uids whose records were not
+  // sent, most first (processes that exited were forgotten with their count
+  // on their exit record).
+  auto top = [&](bool by_uid) {
+    std::vector<RateLimited> out;
+    for (auto [id, n] : detector_->records_rate_limited_all(by_uid)) {
+      RateLimited r{id, by_uid ? "" : read_comm(static_cast<pid_t>(id)), n};
+      out.push_back(std::move(r));
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.count > b.count; });
+    if (out.size() > 20) out.resize(20);
+    return out;
+  };
+  s.budgets.rate_limited_processes = top(false);
+  s.budgets.rate_limited_uids = top(true);
   s.traces = traces_ ? traces_->saved() : 0;
   s.watchdog = detector_->watchdog_name();
   s.state_storage = detector_->state_storage();

@@ -5,6 +5,7 @@
 #include "app/reporter.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "stack/maps.h"
 #include "stack/perf_sample.h"
 #include "stack/resolver.h"
+#include "util/budget.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -44,6 +46,50 @@ constexpr auto kLazyDelay = std::chrono::milliseconds(50);
 bool Reporter::is_stack_job(const Job& job) {
   return std::holds_alternative<SampleJob>(job) || std::holds_alternative<OffCpuJob>(job) ||
          std::holds_alternative<WakerJob>(job);
+}
+
+pid_t Reporter::charged_pid(const Job& job) {
+  if (auto* j = std::get_if<SampleJob>(&job)) return j->pid;
+  if (auto* j = std::get_if<OffCpuJob>(&job)) return static_cast<pid_t>(j->event->hdr.pid);
+  // A waker's stack is symbolized from the waker's files.
+  if (auto* j = std::get_if<WakerJob>(&job)) return static_cast<pid_t>(j->event.waker_pid);
+  if (auto* j = std::get_if<PinJob>(&job)) return j->pid;
+  return 0;
+}
+
+uint32_t Reporter::uid_of(const Job& job) {
+  pid_t pid = charged_pid(job);
+  if (auto* j = std::get_if<TaskJob>(&job)) return j->rec.proc.uid;
+  if (auto* j = std::get_if<ExitJob>(&job)) pid = j->rec.pid;
+  if (auto* j = std::get_if<ForgetJob>(&job)) pid = j->pid;
+  if (pid <= 0) return 0;
+  std::lock_guard lk(uid_mu_);
+  auto it = uids_.find(pid);
+  if (it != uids_.end()) return it->second;
+  if (uids_.size() >= 65536) uids_.clear();
+  struct stat st {};
+  // One stat a process, on its first job. A process gone already shares
+  // one uid with every other gone one.
+  uint32_t uid = ::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0 ? st.st_uid : UINT32_MAX;
+  return uids_.emplace(pid, uid).first->second;
+}
+
+bool Reporter::within_time(Job& job, uint32_t uid, bool others_waiting) {
+  const pid_t pid = charged_pid(job);
+  if (pid <= 0) return true;
+  if (impl_->time_buckets.size() >= 65536) impl_->time_buckets.clear();  // a bucket gone is full again
+  auto& b = impl_->time_buckets[uid];
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(now - b.at).count();
+  b.ns = std::min(kReporterBurstMs * 1'000'000, b.ns + elapsed / 1000 * kReporterMsPerSec);
+  b.at = now;
+  if (b.ns > 0 || !others_waiting) return true;
+  if (impl_->pid_budgets.size() >= 65536) impl_->pid_budgets.clear();
+  impl_->pid_budgets[pid] |= kBudgetReporterTime;
+  if (auto* j = std::get_if<SampleJob>(&job)) records_.give(std::move(j->record));
+  std::lock_guard lk(mu_);
+  stats_.budgets.reporter_time_skipped++;
+  return false;
 }
 
 Reporter::Reporter(ReporterConfig cfg, Output& out)
@@ -106,10 +152,15 @@ void Reporter::copy_bounds() {
   stats_.process_evictions = rs.process_evictions;
   stats_.module_evictions = rs.module_evictions;
   stats_.memo_resets = rs.memo_resets;
+  stats_.budgets.elf_files_cut = rs.elf_files_cut;
+  stats_.budgets.modules_refused = rs.modules_refused;
+  stats_.budgets.perf_maps_cut = rs.perf_maps_cut;
+  stats_.budgets.elf_bytes_max = rs.elf_bytes_high;
 }
 
 void Reporter::push(Job job) {
   const bool droppable = is_stack_job(job);
+  const uint32_t uid = uid_of(job);
   uint64_t records_dropped = 0;
   bool wake = false;
   {
@@ -126,7 +177,8 @@ void Reporter::push(Job job) {
     if (record && queue_.size() >= kMaxQueuedJobs) {
       records_dropped = ++stats_.records_dropped;
     } else {
-      queue_.push_back(std::move(job));
+      queue_.emplace_back(std::move(job), uid);
+      queued_by_uid_[uid]++;
       if (droppable) {
         if (queue_.size() == urgent_ + 1) lazy_since_ = std::chrono::steady_clock::now();
         wake = queue_.size() - urgent_ == kLazyBatch;
@@ -145,9 +197,11 @@ void Reporter::add_perf_sample(std::span<const uint8_t> record) {
   SampleJob job{records_.take(record.size()), {}};
   memcpy(job.record.data(), record.data(), record.size());
   stack::PerfSampleView v;
-  if (stack::parse_perf_sample(job.record, cfg_.perf_sample_type, cfg_.regs_mask, v))
+  if (stack::parse_perf_sample(job.record, cfg_.perf_sample_type, cfg_.regs_mask, v)) {
+    job.pid = static_cast<pid_t>(v.pid);
     job.rt = capture_runtime(static_cast<pid_t>(v.pid), static_cast<pid_t>(v.tid), v.time, v.regs,
                              v.stack.first(std::min<size_t>(v.stack.size(), v.stack_dyn_size)));
+  }
   push(std::move(job));
 }
 
@@ -156,21 +210,24 @@ runtime::RuntimeCapture Reporter::capture_runtime(pid_t pid, pid_t tid, uint64_t
   runtime::RuntimeCapture rt;
   rt.python = python_->capture(pid, tid, sample_ns);
   const auto kind = python_->kind(pid);
-  if (rt.python.status != runtime::PyCapture::Status::None ||
-      (kind != runtime::RuntimeKind::V8 && kind != runtime::RuntimeKind::Java))
-    return rt;
-  auto r = decode_user_regs(host_arch().arch, cfg_.regs_mask, regs);
-  if (!r || !r->has_fp) return rt;
-  if (kind == runtime::RuntimeKind::Java) {
-    // HotSpot's interpreter keeps its bytecode pointer in r13 (x86_64) or
-    // x22 (arm64): the leaf interpreted frame's current bci.
-    const int bcp_dwarf = host_arch().arch == Arch::Arm64 ? 22 : 13;
-    runtime::NativeStack ns{r->pc, r->sp, r->fp, stack, r->has_lr ? r->lr : 0,
-                            (r->dwarf_valid >> bcp_dwarf) & 1 ? r->dwarf[bcp_dwarf] : 0};
-    rt.java = python_->capture_java(pid, tid, sample_ns, ns);
-    return rt;
+  if (rt.python.status == runtime::PyCapture::Status::None &&
+      (kind == runtime::RuntimeKind::V8 || kind == runtime::RuntimeKind::Java)) {
+    auto r = decode_user_regs(host_arch().arch, cfg_.regs_mask, regs);
+    if (r && r->has_fp && kind == runtime::RuntimeKind::Java) {
+      // HotSpot's interpreter keeps its bytecode pointer in r13 (x86_64) or
+      // x22 (arm64): the leaf interpreted frame's current bci.
+      const int bcp_dwarf = host_arch().arch == Arch::Arm64 ? 22 : 13;
+      runtime::NativeStack ns{r->pc, r->sp, r->fp, stack, r->has_lr ? r->lr : 0,
+                              (r->dwarf_valid >> bcp_dwarf) & 1 ? r->dwarf[bcp_dwarf] : 0};
+      rt.java = python_->capture_java(pid, tid, sample_ns, ns);
+    } else if (r && r->has_fp) {
+      rt.js = python_->capture_js(pid, sample_ns, runtime::NativeStack{r->pc, r->sp, r->fp, stack});
+    }
   }
-  rt.js = python_->capture_js(pid, sample_ns, runtime::NativeStack{r->pc, r->sp, r->fp, stack});
+  if (rt.python.budget_cut || rt.js.budget_cut) {
+    std::lock_guard lk(mu_);
+    stats_.budgets.runtime_cache_cuts++;
+  }
   return rt;
 }
 
@@ -199,13 +256,16 @@ bool Reporter::pin(pid_t pid) {
   // Before this task's first sample is read: it may run a new program.
   python_->check_exec(pid);
   const bool python = python_->look(pid);
+  Job pin_job = PinJob{pid, std::move(maps)};
+  const uint32_t uid = uid_of(pin_job);
   {
     std::lock_guard lk(mu_);
     if (queue_.size() >= kMaxQueuedJobs) {  // an aid to unwinding, never worth unbounded memory
       stats_.dropped++;
       return python;
     }
-    queue_.push_front(PinJob{pid, std::move(maps)});  // ahead of the samples already queued
+    queue_.emplace_front(std::move(pin_job), uid);  // ahead of the samples already queued
+    queued_by_uid_[uid]++;
     urgent_++;
   }
   cv_.notify_one();
@@ -235,6 +295,8 @@ void Reporter::run() {
   static_assert(std::size(kJobNames) == std::variant_size_v<Job>);
   for (;;) {
     Job job;
+    uint32_t uid = 0;
+    bool others_waiting = false;
     bool hurry;
     {
       std::unique_lock lk(mu_);
@@ -268,8 +330,12 @@ void Reporter::run() {
         done_cv_.notify_all();
         return;
       }
-      job = std::move(queue_.front());
+      job = std::move(queue_.front().first);
+      uid = queue_.front().second;
       queue_.pop_front();
+      if (auto q = queued_by_uid_.find(uid); q != queued_by_uid_.end() && --q->second == 0) queued_by_uid_.erase(q);
+      // Another uid's jobs wait behind this one.
+      others_waiting = queue_.size() > (queued_by_uid_.count(uid) ? queued_by_uid_[uid] : 0);
       const bool stack_job = is_stack_job(job);
       if (!stack_job) urgent_--;
       // Out of time: records still go out, their stacks no longer.
@@ -280,6 +346,10 @@ void Reporter::run() {
       busy_ = kJobNames[job.index()];
       evicted_ = impl_->evicted;  // read under mu_ by stats()
     }
+    // A stack job of a uid out of reporter time is skipped, at no cost,
+    // when another uid waits.
+    if (!within_time(job, uid, others_waiting)) continue;
+    const auto job_start = std::chrono::steady_clock::now();
     // One job's failure (bad_alloc on a hostile ELF, a parser's exception)
     // costs that job, counted, never the run.
     try {
@@ -295,6 +365,11 @@ void Reporter::run() {
               impl_->resolver.prepare(j.pid, host_arch().arch, std::move(j.early_maps));
             } else if constexpr (std::is_same_v<T, ForgetJob>) {
               impl_->resolver.forget(j.pid);
+              impl_->pid_budgets.erase(j.pid);
+              {
+                std::lock_guard ul(uid_mu_);
+                uids_.erase(j.pid);
+              }
               python_->forget(j.pid);
               std::erase_if(impl_->stacks, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
               std::erase_if(impl_->offcpu, [&](auto& kv) { return !kv.second.empty() && kv.second.front().pid == j.pid; });
@@ -308,6 +383,13 @@ void Reporter::run() {
       job_failed(e.what());
     } catch (...) {
       job_failed("unknown exception");
+    }
+    if (charged_pid(job) > 0) {
+      // At most a burst of debt: a uid that had the reporter to itself is
+      // not shut out for long once someone else needs it.
+      auto& ns = impl_->time_buckets[uid].ns;
+      ns -= std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - job_start).count();
+      ns = std::max(ns, -kReporterBurstMs * 1'000'000);
     }
   }
 }

@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <variant>
 #include <vector>
@@ -66,7 +67,20 @@ struct ReporterStats {
   // The resolver's and the quota's bounds (the rest of CacheEvictions is
   // filled by the monitor).
   uint64_t process_evictions = 0, module_evictions = 0, memo_resets = 0, quota_evictions = 0;
+  // Issue 26's budgets (the rate-limited lists are filled by the monitor).
+  BudgetCounts budgets;
 };
+
+// The reporter's time a uid's stack jobs (samples, off-CPU captures,
+// wakers, pins) may take (issue 26: one process's files being copied held
+// up everyone's records): a bucket of kReporterBurstMs refilled at
+// kReporterMsPerSec a second; a job of a uid in debt is skipped while
+// another uid's jobs wait (its stacks lose those samples, its next record
+// says "reporter_time"), so another uid's record waits for at most the
+// burst and one job (a pin stops opening files after
+// ResolverOptions::Budgets::parse_time). With no one else waiting a uid's
+// jobs run whatever its bucket says (at most a burst of debt is kept).
+inline constexpr int64_t kReporterMsPerSec = 250, kReporterBurstMs = 500;
 
 class Reporter {
  public:
@@ -129,7 +143,7 @@ class Reporter {
   ReportQuota& quota() { return *quota_; }
 
  private:
-  struct SampleJob { RecordBytes record; runtime::RuntimeCapture rt; };
+  struct SampleJob { RecordBytes record; runtime::RuntimeCapture rt; pid_t pid = 0; };
   struct OffCpuJob { std::unique_ptr<jb_offcpu_event> event; runtime::RuntimeCapture rt; };
   struct WakerJob { jb_waker_event event; };
   struct TaskJob { TaskRecord rec; TaskContext ctx; };
@@ -141,6 +155,16 @@ class Reporter {
   using Job = std::variant<SampleJob, OffCpuJob, WakerJob, TaskJob, ExitJob, ForgetJob, PinJob, FrameJob, BatchJob>;
 
   static bool is_stack_job(const Job& job);
+  // The process a stack job or pin is for (its uid pays for the time), 0
+  // for records.
+  static pid_t charged_pid(const Job& job);
+  // The uid a job's time is charged to (the owner of /proc/PID of its
+  // process, cached; a record's own uid), any thread.
+  uint32_t uid_of(const Job& job);
+  // Whether the job may run now: a stack job of a uid out of reporter time
+  // is skipped (counted: false) while another uid's jobs wait -- with no
+  // one else waiting it runs (the reporter is not left idle).
+  bool within_time(Job& job, uint32_t uid, bool others_waiting);
   void push(Job job);
   void run();
   void handle(SampleJob& j);
@@ -171,7 +195,10 @@ class Reporter {
   RecordPool records_;  // sample copies: taken by the ring thread, given back by the worker
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Job> queue_;
+  std::deque<std::pair<Job, uint32_t>> queue_;  // each job with its uid
+  std::unordered_map<uint32_t, size_t> queued_by_uid_;  // jobs queued, by uid
+  std::mutex uid_mu_;
+  std::unordered_map<pid_t, uint32_t> uids_;  // under uid_mu_
   size_t urgent_ = 0;  // queued jobs that are not stack jobs (records, pins)
   std::chrono::steady_clock::time_point lazy_since_;  // the oldest stack job queued alone
   std::unordered_set<pid_t> pinned_;  // maps read by pin(), until forget()

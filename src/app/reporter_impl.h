@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -56,6 +57,16 @@ struct Reporter::Impl {
   std::unordered_map<pid_t, std::vector<OffCpu>> offcpu;  // by tid
 
   uint64_t evicted = 0;  // threads whose stored stacks were dropped unreported
+
+  // The reporter's time per uid (kReporterMsPerSec, kReporterBurstMs), the
+  // uid of each process seen (the owner of /proc/PID), and budget bits for
+  // a process's next record (its stack jobs skipped).
+  struct TimeBucket {
+    int64_t ns = kReporterBurstMs * 1'000'000;
+    std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+  };
+  std::unordered_map<uint32_t, TimeBucket> time_buckets;
+  std::unordered_map<pid_t, uint32_t> pid_budgets;
 
   // Makes room for `tid` in `table` (keyed by tid, values non-empty lists
   // of entries with a time_ns, newest last).

@@ -17,6 +17,7 @@
 #include "runtime/runtime_procs.h"
 #include "stack/perf_sample.h"
 #include "stack/tree.h"
+#include "util/budget.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -139,6 +140,9 @@ void Reporter::handle(TaskJob& j) {
     auto& q = it->second;
     for (const auto& s : q)
       if (s.time_ns >= ctx.begin_ns && s.time_ns <= ctx.end_ns) {
+        // Budgets that cost this stack names or lines (issue 26).
+        rec.budgets |= s.stack.budgets;
+        if (s.rt.python.budget_cut || s.rt.js.budget_cut) rec.budgets |= kBudgetRuntimeCache;
         const stack::ResolvedStack* st = &s.stack;
         stack::ResolvedStack with_runtime;
         if (s.runtime != runtime::RuntimeKind::Native || s.rt.any()) {
@@ -155,6 +159,12 @@ void Reporter::handle(TaskJob& j) {
     // record is made when its present is known (app/reporter_frames.cpp).
     if (!hang)
       while (!q.empty() && q.front().time_ns + kFrameGraceNs <= ctx.end_ns) q.pop_front();
+  }
+  // Its process's stack jobs skipped for want of reporter time since its
+  // last record: fewer samples than taken.
+  if (auto pb = impl_->pid_budgets.find(rec.proc.pid); pb != impl_->pid_budgets.end()) {
+    rec.budgets |= pb->second;
+    if (!hang) impl_->pid_budgets.erase(pb);
   }
   rec.samples = static_cast<uint32_t>(tree.samples());
   if (tree.samples()) {

@@ -280,6 +280,10 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   offcpu_ = plan.offcpu;
   ro->offcpu_enabled = offcpu_;
   ro->offcpu_rate = cfg.offcpu_rate;
+  ro->record_rate = cfg.record_rate;
+  ro->record_burst = cfg.record_rate;  // a second's worth
+  ro->record_rate_uid = cfg.record_rate_uid;
+  ro->record_burst_uid = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{cfg.record_rate_uid} * 10, UINT32_MAX));
   ro->trace_ns = cfg.trace_ns;
   stacks_ = cfg.early_ns != 0;
   markers_ = cfg.markers;
@@ -311,6 +315,9 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   bpf_map__set_max_entries(skel_->maps.offcpu_stash_tid, plan.offcpu && !plan.state_in_task ? 256 : 1);
   // One token bucket per process capturing now (LRU: an old one just goes).
   bpf_map__set_max_entries(skel_->maps.offcpu_bucket, plan.offcpu && cfg.offcpu_rate ? 4096 : 1);
+  const bool record_limits = cfg.record_rate || cfg.record_rate_uid;
+  bpf_map__set_max_entries(skel_->maps.record_bucket, record_limits ? 8192 : 1);
+  bpf_map__set_max_entries(skel_->maps.uid_bucket, record_limits ? 1024 : 1);
   if (test_seams::one_ring() && !share_one_ring(error)) return false;
   select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, plan.adopt, kernel);
   configure_frames(skel_.get(), cfg);

@@ -46,6 +46,8 @@ struct DetectorConfig {
   uint64_t sample_window_ns = 0;
   bool offcpu = false;  // off-CPU captures (sched_switch stashes, the watchdog sends)
   uint32_t offcpu_rate = 100;  // off-CPU captures a second per process (0: no limit)
+  // Long tasks reported a second per process and per uid (0: no limit).
+  uint32_t record_rate = 0, record_rate_uid = 0;
   uint64_t trace_ns = 0;  // trace bound (0: no JB_EV_TRACE records)
   bool markers = false;   // load the marker programs (attach_uprobe/attach_usdt)
   // Wayland frames (issue 28): load the libwayland-client programs and the
@@ -128,6 +130,10 @@ class Detector {
   bool frames_loaded() const { return frames_; }
 
   KernelStats kernel_stats() const;
+  // Records not sent for --record-rate(-uid), by process (`forget`: its
+  // bucket goes, the process exited) and, all of them, by process or uid.
+  uint64_t records_rate_limited(pid_t pid, bool forget);
+  std::vector<std::pair<uint32_t, uint64_t>> records_rate_limited_all(bool by_uid) const;
   std::vector<ProgramStats> program_stats() const;
   const char* watchdog_name() const;
   // How the waits are hooked: "trampoline" or "tracepoint".

@@ -43,6 +43,8 @@ constexpr Drop kDrops[] = {
      "the captures ring was full: off-CPU stacks were lost (janks still arrive)"},
     {&KernelStats::offcpu_rate_limited, "offcpu_rate_limited",
      "a process went over --offcpu-rate: some of its off-CPU stacks were not taken"},
+    {&KernelStats::records_rate_limited, "records_rate_limited",
+     "a process went over --record-rate (or its uid over --record-rate-uid): some of its janks were not reported"},
     {&KernelStats::threads_map_full, "threads_untracked", "the threads map is full: new threads are not watched"},
     {&KernelStats::timers_map_full, "timers_map_full",
      "the timers map is full: some tasks are seen only when they end, with no hang records"},

@@ -51,6 +51,11 @@ bool hide_returns() {
   return on;
 }
 
+uint32_t slow_open_ms() {
+  static const uint32_t n = env_number("JANKBPF_TEST_SLOW_OPEN_MS", 60000);
+  return n;
+}
+
 bool no_runtime_read() {
   static const bool on = env_number("JANKBPF_TEST_NO_RUNTIME_READ", 1) == 1;
   return on;

@@ -18,6 +18,10 @@
 //                                  a wait at attach are found as with
 //                                  trampolines and that wait's return is
 //                                  hidden, as a trampoline hides it
+//   JANKBPF_TEST_SLOW_OPEN_MS=N    opening a watched process's file as a
+//                                  module takes N ms longer when a user
+//                                  other than root owns it, as on a slow
+//                                  filesystem that user controls (FUSE)
 #pragma once
 
 #include <cstdint>
@@ -30,5 +34,6 @@ uint32_t reader_pause_ms();   // 0: not set
 bool no_runtime_read();
 uint32_t trace_setup_delay_ms();  // 0: not set
 bool hide_returns();
+uint32_t slow_open_ms();          // 0: not set
 
 }  // namespace jankbpf::test_seams

@@ -147,6 +147,14 @@ ParseOutcome parse_options(int argc, char** argv) {
                  "Off-CPU stack captures per second per process, 0..100000, 0: no limit (default 100)")
       ->check(CLI::Range(0u, uint32_t{JB_RATE_MAX}))
       ->type_name("N");
+  app.add_option("--record-rate", o.record_rate,
+                 "Long tasks reported a second per process (a bucket of N), 0..100000, 0: no limit (default 10)")
+      ->check(CLI::Range(0u, uint32_t{JB_RATE_MAX}))
+      ->type_name("N");
+  app.add_option("--record-rate-uid", o.record_rate_uid,
+                 "Long tasks reported a second per uid (a bucket of 10 s of them), 0..100000, 0: no limit (default 100)")
+      ->check(CLI::Range(0u, uint32_t{JB_RATE_MAX}))
+      ->type_name("N");
   double duration = 0;
   auto* dur = app.add_option("-d,--duration", duration, "Stop after S seconds")
                   ->check(CLI::Range(0.001, 31536000.0))

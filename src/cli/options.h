@@ -37,6 +37,8 @@ struct Options {
   uint32_t stack_bytes = 16384;     // user stack copied per on-CPU sample
   uint32_t sample_period_ms = 10;   // one stack per this, per long task
   uint32_t offcpu_rate = 100;       // off-CPU captures a second per process (0: no limit)
+  uint32_t record_rate = 10;        // long tasks reported a second per process (0: no limit)
+  uint32_t record_rate_uid = 100;   // ... and per uid (0: no limit)
   ThreadScope threads = ThreadScope::Main;
   std::optional<double> duration_s;
   std::string output_path;  // empty: stdout

@@ -141,6 +141,7 @@ const std::vector<double>& MetricsOutput::buckets() {
 void MetricsOutput::Series::add(const Series& o) {
   janks += o.janks;
   hangs += o.hangs;
+  rate_limited += o.rate_limited;
   blocked_s += o.blocked_s;
   count += o.count;
   sum_s += o.sum_s;
@@ -211,6 +212,7 @@ void MetricsOutput::emit(const TaskRecord& r) {
   const int64_t now = clock_ms_();
   std::lock_guard lock(mu_);
   Series& s = *slot_for(r, now);
+  s.rate_limited += r.records_rate_limited;
   if (r.kind == TaskRecord::Kind::Hang) {
     s.hangs++;
     return;
@@ -239,6 +241,7 @@ void MetricsOutput::emit(const SummaryRecord& r) {
   final_.lost_events = r.kernel.ringbuf_drops;  // the events ring's share, as live (MetricsLive)
   final_.tasks_checked = r.kernel.tasks;
   final_.records_dropped = r.records_dropped;
+  final_.records_rate_limited = r.kernel.records_rate_limited;
   have_final_ = true;
 }
 
@@ -274,6 +277,9 @@ std::string MetricsOutput::render() {
              [](const Series& s) { return double(s.janks); });
   per_series("jankbpf_hangs_total", "counter", "Tasks still running after the hang threshold (hang records).",
              [](const Series& s) { return double(s.hangs); });
+  per_series("jankbpf_app_records_rate_limited_total", "counter",
+             "Records of this label set's processes not sent for --record-rate or --record-rate-uid, as their later records counted them.",
+             [](const Series& s) { return double(s.rate_limited); });
   per_series("jankbpf_main_thread_blocked_seconds_total", "counter",
              "Time watched threads spent in tasks that reached the threshold, in seconds (sum of jank durations).",
              [](const Series& s) { return s.blocked_s; });
@@ -299,6 +305,9 @@ std::string MetricsOutput::render() {
   family(out, "jankbpf_records_dropped_total", "counter",
          "Jank, hang and exit records dropped because 65,536 jobs already waited for an output that could not be written.");
   out += "jankbpf_records_dropped_total " + std::to_string(live.records_dropped) + "\n";
+  family(out, "jankbpf_records_rate_limited_total", "counter",
+         "Jank and hang records not sent: their process over --record-rate or its uid over --record-rate-uid (counted in the kernel).");
+  out += "jankbpf_records_rate_limited_total " + std::to_string(live.records_rate_limited) + "\n";
   family(out, "jankbpf_tasks_checked_total", "counter", "Tasks that ended on a watched thread, long or not (counted in the kernel).");
   out += "jankbpf_tasks_checked_total " + std::to_string(live.tasks_checked) + "\n";
   family(out, "jankbpf_label_sets", "gauge", "Label sets (comm, exe, container_id) with series of their own, \"other\" included.");

@@ -39,6 +39,7 @@ struct MetricsLive {
   uint64_t lost_events = 0;    // ring-buffer reservations that failed
   uint64_t tasks_checked = 0;  // every task that ended on a watched thread
   uint64_t records_dropped = 0;  // records the reporter dropped: its queue over its bound
+  uint64_t records_rate_limited = 0;  // records --record-rate(-uid) did not send (counted in the kernel)
 };
 
 // A label value as the exposition format allows it: valid UTF-8 (invalid
@@ -79,6 +80,7 @@ class MetricsOutput final : public Output {
     uint32_t uid = 0;
     int64_t last_ms = 0;  // the last record's arrival
     uint64_t janks = 0, hangs = 0;
+    uint64_t rate_limited = 0;  // its records --record-rate(-uid) did not send, as its records said
     double blocked_s = 0;
     std::vector<uint64_t> bucket_counts;  // per bound, not cumulative
     uint64_t count = 0;

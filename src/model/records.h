@@ -140,6 +140,12 @@ struct TaskRecord {
   std::vector<OffCpuInfo> off_cpu;
   std::optional<JvmPause> jvm_pause;  // a HotSpot process stopped by its JVM
   std::vector<SampledStack> sampled;  // every sample in the task (renderers only)
+  // Issue 26: budgets (util/budget.h bits) that cost this record names,
+  // lines or frames, or cost its process records ("budget_exceeded"), and
+  // how many of its process's records --record-rate(-uid) did not send
+  // since its previous one.
+  uint32_t budgets = 0;
+  uint64_t records_rate_limited = 0;
 };
 
 // A janky frame of a Wayland client (model/frames.h): its timelines and
@@ -177,6 +183,23 @@ struct ExitRecord {
   std::string name;     // process name (comm); the record's bundle_name
   int exit_code = 0;    // exit status, or 128 + signal
   bool target = false;  // named on the command line (--pid, --comm, -- CMD)
+  uint64_t records_rate_limited = 0;  // its records --record-rate(-uid) did not send, since its last record
+};
+
+// Issue 26: what the budgets cost, for the summary.
+struct RateLimited {
+  uint32_t id = 0;       // pid or uid
+  std::string name;      // process name, for a pid ("" if gone)
+  uint64_t count = 0;    // records not sent
+};
+struct BudgetCounts {
+  uint64_t elf_files_cut = 0;        // ELF files with sections left out (bytes or time budget)
+  uint64_t modules_refused = 0;      // ELF files not opened: a process's or everyone's module count
+  uint64_t perf_maps_cut = 0;        // perf maps with entries left out
+  uint64_t runtime_cache_cuts = 0;   // Python/JavaScript reads cut by their budgets
+  uint64_t reporter_time_skipped = 0;  // stack jobs skipped: their uid over its reporter time
+  uint64_t elf_bytes_max = 0;        // most ELF bytes held at once
+  std::vector<RateLimited> rate_limited_processes, rate_limited_uids;  // the most limited first (20)
 };
 
 struct ProgramCost {
@@ -227,6 +250,7 @@ struct SummaryRecord {
   std::vector<SurfaceFrameStats> frames;
   uint64_t frame_records = 0;
   uint64_t frame_surfaces_untracked = 0;  // surfaces past the tracker's 1,024
+  BudgetCounts budgets;
   double cpu_user_s = 0;
   double cpu_sys_s = 0;
   long max_rss_kb = 0;

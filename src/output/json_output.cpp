@@ -12,6 +12,7 @@
 
 #include "output/output.h"
 #include "output/schema_version.h"
+#include "util/budget.h"
 #include "util/clock.h"
 #include "util/safe_open.h"
 
@@ -34,6 +35,14 @@ std::string line(const Json& j) {
   // Replace invalid UTF-8 (process and thread names are arbitrary bytes)
   // instead of throwing.
   return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+// "elf_bytes", "record_rate", ...: the budgets a record's bits name.
+Json budget_names(uint32_t bits) {
+  Json a = Json::array();
+  for (uint32_t i = 0; i < kBudgetCount; ++i)
+    if (bits & (1u << i)) a.push_back(std::string(budget_name(1u << i)));
+  return a;
 }
 
 }  // namespace
@@ -118,6 +127,8 @@ std::string to_json_line(const TaskRecord& r) {
     off.push_back(std::move(jo));
   }
   j["off_cpu"] = off;
+  if (r.budgets) j["budget_exceeded"] = budget_names(r.budgets);
+  if (r.records_rate_limited) j["records_rate_limited"] = r.records_rate_limited;
   return line(j);
 }
 
@@ -129,6 +140,7 @@ std::string to_json_line(const ExitRecord& r) {
   j["bundle_name"] = r.name;
   j["exit_code"] = r.exit_code;
   j["target"] = r.target;
+  if (r.records_rate_limited) j["records_rate_limited"] = r.records_rate_limited;
   return line(j);
 }
 
@@ -161,6 +173,7 @@ std::string to_json_line(const SummaryRecord& r) {
   j["offcpu_ring_full"] = k.offcpu_ring_full;
   j["offcpu_rate_limited"] = k.offcpu_rate_limited;
   j["timers_map_full"] = k.timers_map_full;
+  j["records_rate_limited"] = k.records_rate_limited;
   Json bpf = Json::array();
   for (const auto& p : r.bpf)
     bpf.push_back(Json{{"name", p.name}, {"run_cnt", p.run_cnt}, {"run_time_ns", p.run_time_ns}});
@@ -188,6 +201,26 @@ std::string to_json_line(const SummaryRecord& r) {
   if (r.runtime_frames_read || r.runtime_frames_unreadable)
     j["runtime_frames"] = Json{{"read", r.runtime_frames_read}, {"unreadable", r.runtime_frames_unreadable}};
   if (!r.frames.empty() || r.frame_records) add_frame_summary(j, r);  // output/json_frames.cpp
+  {
+    const BudgetCounts& b = r.budgets;
+    auto limited = [](const std::vector<RateLimited>& v, const char* id) {
+      Json a = Json::array();
+      for (const auto& x : v) {
+        Json e{{id, x.id}, {"count", x.count}};
+        if (!x.name.empty()) e["bundle_name"] = x.name;
+        a.push_back(std::move(e));
+      }
+      return a;
+    };
+    j["budgets"] = Json{{"elf_files_cut", b.elf_files_cut},
+                        {"modules_refused", b.modules_refused},
+                        {"perf_maps_cut", b.perf_maps_cut},
+                        {"runtime_cache_cuts", b.runtime_cache_cuts},
+                        {"reporter_time_skipped", b.reporter_time_skipped},
+                        {"elf_bytes_max", b.elf_bytes_max},
+                        {"rate_limited_processes", limited(b.rate_limited_processes, "pid")},
+                        {"rate_limited_uids", limited(b.rate_limited_uids, "uid")}};
+  }
   j["cpu_user_s"] = ms3(r.cpu_user_s);
   j["cpu_sys_s"] = ms3(r.cpu_sys_s);
   j["max_rss_kb"] = r.max_rss_kb;

@@ -1,5 +1,6 @@
 #include "runtime/python_frames.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace jankbpf::runtime {
@@ -113,16 +114,43 @@ bool PythonWalker::read_string(MemReader& mem, uint64_t addr, std::string& out) 
   return true;
 }
 
-bool PythonWalker::read_bytes(MemReader& mem, uint64_t addr, std::vector<uint8_t>& out) {
+void PythonWalker::clear_caches() {
+  code_cache_.clear();
+  tables_.clear();
+  held_ = 0;
+}
+
+std::shared_ptr<const std::vector<uint8_t>> PythonWalker::table(MemReader& mem, uint64_t addr, bool* over_budget) {
   const PythonLayout& l = *t_.layout;
+  if (!addr) return nullptr;
+  // The bytes object's header says its size: a table shared by many code
+  // objects is read once (a freed one whose address now holds another of
+  // the same size is the one risk, and it costs a line number).
   std::vector<uint8_t> hdr(l.bytes_data);
-  if (!addr || !mem.read(addr, hdr.data(), hdr.size())) return false;
-  if (t_.bytes_type && field<uint64_t>(hdr, kObType) != t_.bytes_type) return false;
+  if (!mem.read(addr, hdr.data(), hdr.size())) return nullptr;
+  if (t_.bytes_type && field<uint64_t>(hdr, kObType) != t_.bytes_type) return nullptr;
   int64_t size = field<int64_t>(hdr, l.bytes_size);
-  if (size < 0) return false;
+  if (size < 0) return nullptr;
+  const size_t n = static_cast<size_t>(std::min<int64_t>(size, kMaxPyLineTable));
+  if (auto it = tables_.find(addr); it != tables_.end()) {
+    if (it->second->size() == n) return it->second;
+    held_ -= std::min(held_, it->second->size());
+    tables_.erase(it);
+  }
+  if (walk_table_bytes_ + n > kMaxPyLineBytesPerWalk) {
+    *over_budget = true;
+    return nullptr;
+  }
+  walk_table_bytes_ += n;
   // A longer table is kept up to the cap: lines past it read as unknown.
-  out.resize(static_cast<size_t>(std::min<int64_t>(size, kMaxPyLineTable)));
-  return out.empty() || mem.read(addr + l.bytes_data, out.data(), out.size());
+  auto out = std::make_shared<std::vector<uint8_t>>(n);
+  if (n && !mem.read(addr + l.bytes_data, out->data(), n)) return nullptr;
+  if (tables_.size() >= kMaxCodeCache) {
+    for (const auto& [a, t] : tables_) held_ -= std::min(held_, t->size());
+    tables_.clear();
+  }
+  held_ += n;
+  return tables_.emplace(addr, std::move(out)).first->second;
 }
 
 const PythonWalker::Code* PythonWalker::code(MemReader& mem, uint64_t addr, const std::vector<uint8_t>& hdr) {
@@ -136,16 +164,37 @@ const PythonWalker::Code* PythonWalker::code(MemReader& mem, uint64_t addr, cons
   c.firstlineno = field<int32_t>(hdr, l.code_firstlineno);
   auto it = code_cache_.find(addr);
   if (it != code_cache_.end()) {
-    const Code& k = it->second;
+    Code& k = it->second;
     if (k.name_ptr == c.name_ptr && k.qualname_ptr == c.qualname_ptr && k.file_ptr == c.file_ptr &&
-        k.linetable_ptr == c.linetable_ptr && k.firstlineno == c.firstlineno)
+        k.linetable_ptr == c.linetable_ptr && k.firstlineno == c.firstlineno) {
+      if (k.table_pending) {
+        bool over = false;
+        k.linetable = table(mem, k.linetable_ptr, &over);
+        k.table_pending = over;
+        if (over) budget_cut_ = true;
+      }
       return &k;
+    }
+    held_ -= std::min(held_, it->second.name.size() + it->second.file.size() + sizeof(Code));
     code_cache_.erase(it);  // another code object now lives there
   }
   if (!read_string(mem, c.qualname_ptr, c.name) && !read_string(mem, c.name_ptr, c.name)) return nullptr;
   if (!read_string(mem, c.file_ptr, c.file)) return nullptr;
-  if (!read_bytes(mem, c.linetable_ptr, c.linetable)) c.linetable.clear();  // name without a line
-  if (code_cache_.size() >= kMaxCodeCache) code_cache_.clear();
+  bool over = false;
+  c.linetable = table(mem, c.linetable_ptr, &over);  // null: name without a line
+  c.table_pending = over;
+  if (over) budget_cut_ = true;
+  // Bounded by entries and by bytes (tables counted once, in table()).
+  if (code_cache_.size() >= kMaxCodeCache || held_ > kMaxPyCacheBytes) {
+    if (held_ > kMaxPyCacheBytes) budget_cut_ = true;
+    // Keep the table being used: it is referenced by c.
+    clear_caches();
+    if (c.linetable) {
+      held_ += c.linetable->size();
+      tables_.emplace(c.linetable_ptr, c.linetable);
+    }
+  }
+  held_ += c.name.size() + c.file.size() + sizeof(Code);
   return &code_cache_.emplace(addr, std::move(c)).first->second;
 }
 
@@ -181,6 +230,8 @@ uint64_t PythonWalker::find_thread(MemReader& mem, uint64_t native_tid, std::vec
 PyCapture PythonWalker::walk(MemReader& mem, uint64_t native_tid) {
   PyCapture out;
   if (!t_.layout) return out;
+  walk_table_bytes_ = 0;
+  budget_cut_ = false;
   const PythonLayout& l = *t_.layout;
   std::vector<uint8_t> ts;
   uint64_t tstate = find_thread(mem, native_tid, ts);
@@ -240,7 +291,7 @@ PyCapture PythonWalker::walk(MemReader& mem, uint64_t native_tid) {
       f.file = c->file;
       uint64_t first_unit = raw[i].code + l.code_adaptive;
       int64_t unit = static_cast<int64_t>(raw[i].prev_instr - first_unit) / 2;  // _Py_CODEUNIT is 2 bytes
-      f.line = python_line(c->linetable, c->firstlineno, unit);
+      if (c->linetable) f.line = python_line(*c->linetable, c->firstlineno, unit);
     } else {
       f.unreadable = true;
     }
@@ -250,6 +301,7 @@ PyCapture PythonWalker::walk(MemReader& mem, uint64_t native_tid) {
     out.frames.push_back({.unreadable = true});
     out.cut = true;
   }
+  out.budget_cut = budget_cut_;
   return out;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -47,6 +48,7 @@ struct PyCapture {
   std::vector<PyFrame> frames;  // leaf first
   bool truncated = false;       // stopped at the frame cap
   bool cut = false;             // the chain broke at an unreadable frame (the last one)
+  bool budget_cut = false;      // a budget left lines unread (kMaxPyLineBytesPerWalk, the cache's)
   uint64_t read_ns = 0;         // CLOCK_MONOTONIC when the read ended
 };
 
@@ -55,6 +57,13 @@ inline constexpr size_t kMaxPyFrames = 128;
 inline constexpr size_t kMaxPyStringBytes = 512;
 inline constexpr size_t kMaxPyLineTable = 64 << 10;
 inline constexpr size_t kMaxPyThreads = 1024;
+// Line-table bytes read in one walk (issue 26: 8,100 code objects sharing
+// one 64 KiB table were read, and kept, 8,100 times): past it, frames keep
+// their names and lose their lines until a later walk reads them.
+inline constexpr size_t kMaxPyLineBytesPerWalk = 1u << 20;
+// Bytes a process's decoded code objects may hold (names, files, the line
+// tables, each table once however many code objects share it).
+inline constexpr size_t kMaxPyCacheBytes = 4u << 20;
 
 // The source line of code unit `unit` (an index into co_code_adaptive) from
 // a 3.11/3.12 location table (co_linetable), starting at co_firstlineno.
@@ -71,6 +80,9 @@ class PythonWalker {
   PyCapture walk(MemReader& mem, uint64_t native_tid);
 
   size_t cached_code_objects() const { return code_cache_.size(); }
+  // What the caches hold, roughly (strings, tables, entries).
+  size_t held_bytes() const { return held_; }
+  void clear_caches();
 
  private:
   struct Code {
@@ -79,17 +91,23 @@ class PythonWalker {
     uint64_t name_ptr = 0, qualname_ptr = 0, file_ptr = 0, linetable_ptr = 0;
     int32_t firstlineno = 0;
     std::string name, file;
-    std::vector<uint8_t> linetable;
+    std::shared_ptr<const std::vector<uint8_t>> linetable;  // shared by the code objects that share it
+    bool table_pending = false;  // not read yet (the walk's budget): read by a later walk
   };
   uint64_t find_thread(MemReader& mem, uint64_t native_tid, std::vector<uint8_t>& ts);
   // The decoded code object at addr whose header (co_code_adaptive bytes) is hdr.
   const Code* code(MemReader& mem, uint64_t addr, const std::vector<uint8_t>& hdr);
   bool read_string(MemReader& mem, uint64_t addr, std::string& out);
-  bool read_bytes(MemReader& mem, uint64_t addr, std::vector<uint8_t>& out);
+  // The line table at addr, from the table cache or read (within the walk's budget).
+  std::shared_ptr<const std::vector<uint8_t>> table(MemReader& mem, uint64_t addr, bool* over_budget);
 
   PythonTarget t_;
   std::unordered_map<uint64_t, uint64_t> thread_cache_;  // native tid -> PyThreadState*
   std::unordered_map<uint64_t, Code> code_cache_;        // code object address -> decoded
+  std::unordered_map<uint64_t, std::shared_ptr<const std::vector<uint8_t>>> tables_;  // bytes object -> contents
+  size_t held_ = 0;           // bytes in the two caches
+  size_t walk_table_bytes_ = 0;  // line-table bytes read by the current walk
+  bool budget_cut_ = false;      // the current walk left something out for a budget
 };
 
 }  // namespace jankbpf::runtime

@@ -20,8 +20,10 @@ namespace jankbpf::runtime {
 namespace {
 
 // Bounds for a hostile file: the symbol table and strings read, and the
-// files looked at for one process.
+// files looked at for one process and what is read of them in all (on the
+// ring thread: 256 files of 32 MiB would stall it for seconds).
 constexpr uint64_t kMaxDynBytes = 16u << 20;
+constexpr uint64_t kMaxReadPerProcess = 64u << 20;
 constexpr size_t kMaxFilesPerProcess = 256;
 constexpr size_t kMaxFileCache = 4096;
 constexpr size_t kMaxV8Constants = 4096;
@@ -39,7 +41,7 @@ std::optional<uint64_t> bias_of(const RuntimeSymbols& s, uint64_t start, uint64_
 
 }  // namespace
 
-std::optional<RuntimeSymbols> runtime_symbols_of(int fd) {
+std::optional<RuntimeSymbols> runtime_symbols_of(int fd, uint64_t* read_budget, bool* over_budget) {
   static std::once_flag once;
   std::call_once(once, [] { elf_version(EV_CURRENT); });
   // ELF_C_READ: headers and section data come by pread when asked for.
@@ -70,6 +72,13 @@ std::optional<RuntimeSymbols> runtime_symbols_of(int fd) {
     Elf_Scn* strscn = elf_getscn(elf, sh.sh_link);
     if (!strscn || !gelf_getshdr(strscn, &strsh) || sh.sh_size > kMaxDynBytes || strsh.sh_size > kMaxDynBytes)
       return std::nullopt;
+    if (read_budget) {
+      if (sh.sh_size + strsh.sh_size > *read_budget) {
+        if (over_budget) *over_budget = true;
+        return std::nullopt;
+      }
+      *read_budget -= sh.sh_size + strsh.sh_size;
+    }
     Elf_Data* d = elf_getdata(scn, nullptr);
     if (!d || !d->d_buf) return std::nullopt;
     size_t count = d->d_size / sizeof(Elf64_Sym);
@@ -137,6 +146,7 @@ RuntimeTargets RuntimeFinder::find(pid_t pid, std::string* why) {
   stack::ProcMaps maps = stack::ProcMaps::parse(text);
   std::unordered_set<std::string> seen;
   size_t files = 0;
+  uint64_t read_budget = kMaxReadPerProcess;
   for (const auto& m : maps.entries()) {
     if (!m.x || !m.file_backed()) continue;
     char id[96];
@@ -163,7 +173,9 @@ RuntimeTargets RuntimeFinder::find(pid_t pid, std::string* why) {
     auto it = files_.find(id);
     if (it == files_.end()) {
       if (files_.size() >= kMaxFileCache) files_.clear();
-      auto syms = runtime_symbols_of(o.fd.get());
+      bool over = false;
+      auto syms = runtime_symbols_of(o.fd.get(), &read_budget, &over);
+      if (over) continue;  // not looked at (this process's reads are spent): not remembered either
       it = files_.emplace(id, syms ? std::make_shared<const RuntimeSymbols>(std::move(*syms)) : nullptr).first;
     }
     if (!it->second) continue;

@@ -39,7 +39,11 @@ struct RuntimeSymbols {
 // Reads the dynamic symbols of the ELF at fd (and the values of V8's
 // constants). nullopt when it is not an ELF libelf accepts or defines
 // neither _PyRuntime nor V8's constants.
-std::optional<RuntimeSymbols> runtime_symbols_of(int fd);
+// `read_budget`, when given, is what may still be read (the symbol table
+// and its strings): a file that needs more is not read (*over_budget set),
+// and the budget drops by what was.
+std::optional<RuntimeSymbols> runtime_symbols_of(int fd, uint64_t* read_budget = nullptr,
+                                                 bool* over_budget = nullptr);
 
 // What runs in a process: at most one of them.
 struct RuntimeTargets {

@@ -35,9 +35,18 @@ void RuntimeProcesses::discover(pid_t pid) {
               t.python ? "Python" : t.java ? "Java" : "JavaScript");
   else if (!why.empty()) log::info("pid %d: %s: runtime frames not read", pid, log::escape_control(why).c_str());
   k.kind = t.python ? Kind::Python : t.v8 ? Kind::V8 : t.java ? Kind::Java : Kind::Native;
-  if (live_.size() >= 4096) live_.clear();  // processes gone without an exit record
+  {
+    // Walkers of processes forgotten since (exited, exec'd) give their
+    // caches back; past 4096, those gone without an exit record go too.
+    std::lock_guard lk(mu_);
+    std::erase_if(live_, [&](const auto& kv) { return !known_.count(kv.first); });
+  }
+  if (live_.size() >= 4096) live_.clear();
   Live& live = live_[pid];
   live = Live{};
+  struct stat st {};
+  uid_t uid = ::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0 ? st.st_uid : 0;
+  live.charge = ledger_.charge(pid, uid, 0);
   if (t.python) live.walker = std::make_unique<PythonWalker>(*t.python);
   if (t.v8) live.v8 = std::make_unique<V8Walker>(*t.v8);
   if (t.java) live.java = std::make_unique<HotSpotWalker>(t.java->layout, t.java->syms, t.java->arm64);
@@ -123,7 +132,18 @@ JsCapture RuntimeProcesses::capture_js(pid_t pid, uint64_t sample_ns, const Nati
   if ((sample_ns && monotonic_ns() - sample_ns > kMaxReadDelayNs) || test_seams::no_runtime_read())
     return JsCapture{.status = JsCapture::Status::Late};
   ProcessMemory mem(pid);
-  return live.v8->walk(mem, s);
+  JsCapture c = live.v8->walk(mem, s);
+  if (!settle(live, live.v8->held_bytes())) {
+    live.v8->clear_caches();
+    c.budget_cut = true;
+  }
+  return c;
+}
+
+bool RuntimeProcesses::settle(Live& live, size_t held) {
+  if (live.charge.resize(held)) return true;
+  live.charge.resize(0);  // the caches are emptied: the uid's or the total budget is spent
+  return false;
 }
 
 JavaCapture RuntimeProcesses::capture_java(pid_t pid, pid_t tid, uint64_t sample_ns, const NativeStack& s) {
@@ -153,6 +173,10 @@ PyCapture RuntimeProcesses::capture(pid_t pid, pid_t tid, uint64_t sample_ns) {
   ProcessMemory mem(pid);
   PyCapture c = live.walker->walk(mem, nt->second);
   c.read_ns = monotonic_ns();
+  if (!settle(live, live.walker->held_bytes())) {
+    live.walker->clear_caches();
+    c.budget_cut = true;
+  }
   return c;
 }
 

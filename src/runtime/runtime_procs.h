@@ -20,6 +20,7 @@
 #include "runtime/python_frames.h"
 #include "runtime/hotspot_frames.h"
 #include "runtime/v8_frames.h"
+#include "util/budget.h"
 
 namespace jankbpf::runtime {
 
@@ -34,6 +35,10 @@ class RuntimeProcesses {
   // thread's Python frames would be those of another moment.
   PyCapture capture(pid_t pid, pid_t tid, uint64_t sample_ns);
   static constexpr uint64_t kMaxReadDelayNs = 100'000'000;
+  // What the walkers' caches (code objects, line tables, scripts) may hold:
+  // each walker keeps its own under kMaxPyCacheBytes (Python) or about 7 MiB
+  // (V8); these bound a uid's and all of them (issue 26).
+  static constexpr uint64_t kCacheBytesPerUid = 32ull << 20, kCacheBytesTotal = 128ull << 20;
 
   // Ring thread: the JavaScript frames of a V8 process's sample (`s`: its
   // registers and stack copy), read now; Status::None for other processes,
@@ -76,12 +81,16 @@ class RuntimeProcesses {
 
   // Ring thread only.
   RuntimeFinder finder_;
+  BudgetLedger ledger_{{0, kCacheBytesPerUid, kCacheBytesTotal}};  // before live_: outlives its charges
   struct Live {
     std::unique_ptr<PythonWalker> walker;  // null: not Python
     std::unique_ptr<V8Walker> v8;          // null: not V8
     std::unique_ptr<HotSpotWalker> java;   // null: not a HotSpot JVM
     std::unordered_map<pid_t, uint64_t> ns_tids;
+    BudgetLedger::Charge charge;  // what its walker's caches hold
   };
+  // After a walk: its caches charged, emptied if they do not fit (true then).
+  bool settle(Live& live, size_t held);
   std::unordered_map<pid_t, Live> live_;
 };
 

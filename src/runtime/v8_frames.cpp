@@ -138,12 +138,18 @@ const V8Walker::Script* V8Walker::script(MemReader& mem, uint64_t script) {
     return nullptr;
   auto it = script_cache_.find(script);
   if (it != script_cache_.end() && it->second.name_obj == name && it->second.source_obj == source) return &it->second;
+  if (walk_source_bytes_ + kMaxJsSourceBytes > kMaxJsSourcePerWalk) {
+    budget_cut_ = true;  // this walk has read its share of sources
+    return nullptr;
+  }
   Script sc{name, source, {}, {}, false};
   if (!read_string(mem, name, sc.name, kMaxJsStringBytes)) sc.name.clear();  // undefined: eval'd, internal
   // Line starts from the source, once per script (external sources, such
   // as Node's own modules, are not read: their lines stay unknown).
   std::string text;
-  if (read_string(mem, source, text, kMaxJsSourceBytes)) {
+  const bool read = read_string(mem, source, text, kMaxJsSourceBytes);
+  walk_source_bytes_ += text.size();
+  if (read) {
     sc.lines = true;
     sc.line_starts.push_back(0);
     for (size_t i = 0; i < text.size(); ++i)
@@ -180,7 +186,15 @@ const V8Walker::Sfi* V8Walker::decode(MemReader& mem, uint64_t sfi, uint64_t nam
     }
   }
   if (instance_type(mem, script_ptr, &type) && type == l_.type_script) {
+    const bool was_cut = budget_cut_;
+    budget_cut_ = false;
     const Script* sc = script(mem, script_ptr);
+    const bool skipped = budget_cut_;
+    budget_cut_ |= was_cut;
+    if (skipped) {  // named now, its line and file by a later walk: not cached
+      sfi_scratch_ = std::move(d);
+      return &sfi_scratch_;
+    }
     if (!sc) return nullptr;
     d.file = sc->name;
     if (sc->lines && start >= 0) {
@@ -280,6 +294,8 @@ std::vector<JsFrame> V8Walker::frames(MemReader& mem, std::vector<Candidate>& ca
 JsCapture V8Walker::walk(MemReader& mem, const NativeStack& s) {
   JsCapture c;
   c.status = JsCapture::Status::Ok;
+  walk_source_bytes_ = 0;
+  budget_cut_ = false;
   StackCopy copy{s};
   uint64_t saved = 0;
   if (!(s.fp & 7) && copy.word(s.fp, &saved)) {
@@ -312,6 +328,7 @@ JsCapture V8Walker::walk(MemReader& mem, const NativeStack& s) {
     }
   }
   c.read_ns = monotonic_ns();
+  c.budget_cut = budget_cut_;
   return c;
 }
 

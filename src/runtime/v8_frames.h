@@ -36,6 +36,7 @@ struct JsCapture {
   Status status = Status::None;
   std::vector<JsFrame> frames;  // leaf first
   bool scanned = false;         // the chain was found by a scan, not at the frame pointer
+  bool budget_cut = false;      // kMaxJsSourcePerWalk left some lines unread
   uint64_t read_ns = 0;
 };
 
@@ -58,6 +59,10 @@ inline constexpr size_t kMaxJsSourceBytes = 4u << 20;  // sources read for line 
 // Per process: decoded functions, scripts, and the line starts they hold
 // (4 bytes each: at most 4 MB).
 inline constexpr size_t kMaxCachedFunctions = 4096, kMaxCachedScripts = 1024, kMaxLineStarts = 1u << 20;
+// Source bytes read in one walk (up to 64 new scripts of 4 MiB each would
+// be 256 MiB on the ring thread): past it a frame keeps its name, and its
+// line is read by a later walk.
+inline constexpr size_t kMaxJsSourcePerWalk = 8u << 20;
 
 class V8Walker {
  public:
@@ -66,6 +71,16 @@ class V8Walker {
   JsCapture walk(MemReader& mem, const NativeStack& s);
 
   size_t cached_functions() const { return sfi_cache_.size(); }
+  // What the caches hold, roughly (line starts, names, entries).
+  size_t held_bytes() const {
+    return line_starts_held_ * sizeof(uint32_t) + script_cache_.size() * (kMaxJsStringBytes + sizeof(Script)) +
+           sfi_cache_.size() * (2 * kMaxJsStringBytes + sizeof(Sfi));
+  }
+  void clear_caches() {
+    sfi_cache_.clear();
+    script_cache_.clear();
+    line_starts_held_ = 0;
+  }
 
  private:
   struct Sfi {
@@ -99,6 +114,9 @@ class V8Walker {
   std::unordered_map<uint64_t, Sfi> sfi_cache_;          // SFI address -> decoded
   std::unordered_map<uint64_t, Script> script_cache_;  // Script address -> decoded
   size_t line_starts_held_ = 0;                         // in script_cache_
+  size_t walk_source_bytes_ = 0;  // source bytes read by the current walk
+  bool budget_cut_ = false;       // the current walk left a source unread
+  Sfi sfi_scratch_;               // a function decoded without its line (not cached)
 };
 
 }  // namespace jankbpf::runtime

@@ -6,34 +6,41 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
+#include "elf/build_id.h"
 #include "util/safe_open.h"
 
 namespace jankbpf::stack {
 namespace {
 
-// A module keeps at most this many memoized addresses before starting over.
+// A module keeps at most this many memoized addresses (and about this many
+// bytes of them: a symbol's name can be long) before starting over.
 constexpr size_t kMaxCachedAddresses = 200000;
+constexpr size_t kMaxCachedBytes = 16u << 20;
 // ModuleCache drops unused modules once it holds more than this many.
 constexpr size_t kMaxCachedModules = 1024;
 
-int no_find_elf(Dwfl_Module*, void**, const char*, Dwarf_Addr, char**, Elf**) { return -1; }
+// The image attached to the module (attach_image): a new libelf handle on
+// its private copy, which libdwfl ends with the module. No descriptor.
+int image_find_elf(Dwfl_Module*, void** userdata, const char*, Dwarf_Addr, char**, Elf** elfp) {
+  const auto* img = static_cast<const ElfImage*>(*userdata);
+  if (img) *elfp = img->new_handle();
+  return -1;
+}
 
-// The module's separate debug file, opened by find_debug_file() already.
-int module_find_debuginfo(Dwfl_Module*, void** userdata, const char*, Dwarf_Addr, const char*,
-                          const char*, GElf_Word, char** debuginfo_file_name) {
-  auto* m = static_cast<Module*>(*userdata);
-  if (!m || !m->debug()) return -1;
-  int fd = dup_cloexec(m->debug()->fd());
-  if (fd >= 0 && debuginfo_file_name) *debuginfo_file_name = ::strdup(m->debug_path().c_str());
-  return fd;
+// Never a separate file: a Module reports the image holding its DWARF.
+int no_debuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word, char**) {
+  return -1;
 }
 
 const Dwfl_Callbacks kModuleCallbacks = {
-    .find_elf = no_find_elf,
-    .find_debuginfo = module_find_debuginfo,
+    .find_elf = image_find_elf,
+    .find_debuginfo = no_debuginfo,
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = nullptr,
 };
@@ -49,11 +56,25 @@ const char* die_linkage_or_name(Dwarf_Die* die) {
   return nullptr;
 }
 
-bool usable_candidate(const ElfImage& main, const ElfImage& cand, bool by_build_id) {
-  if (cand.dev() == main.dev() && cand.inode() == main.inode()) return false;
-  if (cand.machine() != main.machine()) return false;
-  if (by_build_id || !main.build_id().empty()) return cand.build_id() == main.build_id();
-  return cand.crc32() == main.debuglink_crc();
+// Whether the file at `fd` is the debug file of `main`, from its headers
+// (and, for a CRC match, its bytes read in chunks): before any of it is
+// copied, so a wrong candidate costs no memory.
+bool usable_candidate(const ElfImage& main, int fd, const struct stat& st, bool by_build_id) {
+  if (static_cast<uint64_t>(st.st_dev) == main.dev() && static_cast<uint64_t>(st.st_ino) == main.inode()) return false;
+  Elf64_Ehdr eh;
+  if (::pread(fd, &eh, sizeof eh, 0) != static_cast<ssize_t>(sizeof eh) || eh.e_machine != main.machine())
+    return false;
+  if (by_build_id || !main.build_id().empty()) return read_build_id(fd) == main.build_id();
+  if (static_cast<uint64_t>(st.st_size) > (1ull << 30)) return false;
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  std::vector<unsigned char> buf(1u << 20);
+  for (off_t off = 0; off < st.st_size;) {
+    ssize_t n = ::pread(fd, buf.data(), buf.size(), off);
+    if (n <= 0) return false;
+    crc = ::crc32(crc, buf.data(), static_cast<uInt>(n));
+    off += n;
+  }
+  return static_cast<uint32_t>(crc) == main.debuglink_crc();
 }
 
 std::string dir_of(const std::string& path) {
@@ -66,10 +87,20 @@ std::string dir_of(const std::string& path) {
 
 const Dwfl_Callbacks* module_dwfl_callbacks() { return &kModuleCallbacks; }
 
-void attach_module(Dwfl_Module* mod, Module* m) {
+void attach_image(Dwfl_Module* mod, const ElfImage* image) {
   void** userdata = nullptr;
   dwfl_module_info(mod, &userdata, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
-  if (userdata) *userdata = m;
+  if (userdata) *userdata = const_cast<ElfImage*>(image);
+}
+
+Dwfl_Module* report_image(Dwfl* dwfl, const ElfImage& image, uint64_t bias, const char* name) {
+  // The span its PT_LOADs cover, from libdwfl's own "vaddr" (the first one
+  // rounded down to its alignment): the module's bias is then `bias`.
+  const uint64_t start = bias + image.first_load_vaddr();
+  const uint64_t end = std::max(bias + image.load_end_vaddr(), start + 1);
+  Dwfl_Module* mod = dwfl_report_module(dwfl, name, start, end);
+  if (mod) attach_image(mod, &image);
+  return mod;
 }
 
 std::string demangle(std::string_view name) {
@@ -87,7 +118,7 @@ std::string demangle(std::string_view name) {
 }
 
 std::unique_ptr<ElfImage> find_debug_file(const ElfImage& elf, const DebugSearch& where,
-                                          std::string* found_path) {
+                                          std::string* found_path, const ElfCopyLimits& limits) {
   // Inside each root (a container's, then the host's): its symlinks are
   // followed (.build-id entries are symlinks on some distros) but never out
   // of it, and only regular files of allowed owners are read.
@@ -97,9 +128,12 @@ std::unique_ptr<ElfImage> find_debug_file(const ElfImage& elf, const DebugSearch
   policy.owners = where.owners;
   auto try_in = [&](const std::string& root, const std::string& rel, bool by_build_id) -> std::unique_ptr<ElfImage> {
     Opened o = open_in_root(root, rel, policy);
-    if (!o) return nullptr;
-    auto cand = ElfImage::open(std::move(o.fd), policy.max_size);
-    if (!cand || !usable_candidate(elf, *cand, by_build_id)) return nullptr;
+    if (!o || !usable_candidate(elf, o.fd.get(), o.st, by_build_id)) return nullptr;
+    // Its DWARF is copied later (load_dwarf), through the path if the
+    // descriptor pool closed this one meanwhile.
+    const struct stat st = o.st;
+    auto cand = ElfImage::open(std::move(o.fd), limits, path_source(root + rel, policy, st));
+    if (!cand) return nullptr;
     if (found_path) *found_path = root + rel;
     return cand;
   };
@@ -122,10 +156,12 @@ std::unique_ptr<ElfImage> find_debug_file(const ElfImage& elf, const DebugSearch
   return nullptr;
 }
 
-Module::Module(std::unique_ptr<ElfImage> elf, std::string path, const DebugSearch& where)
+Module::Module(std::unique_ptr<ElfImage> elf, std::string path, const DebugSearch& where,
+               const ElfCopyLimits& limits)
     : path_(std::move(path)), elf_(std::move(elf)) {
   // Only worth a search when the file itself lacks something.
-  if (!elf_->has_symtab() || !elf_->has_debug_info()) debug_ = find_debug_file(*elf_, where, &debug_path_);
+  if (!elf_->has_symtab() || !elf_->has_dwarf())
+    debug_ = find_debug_file(*elf_, where, &debug_path_, limits);
 }
 
 Module::~Module() {
@@ -139,27 +175,31 @@ void Module::load_symbols() {
   finish_symbol_table(symbols_);
 }
 
-bool Module::open_dwarf() {
-  dwarf_tried_ = true;
-  if (!elf_->has_debug_info() && !(debug_ && debug_->has_debug_info())) return false;
-  dwfl_ = dwfl_begin(&kModuleCallbacks);
-  if (!dwfl_) return false;
-  int fd = dup_cloexec(elf_->fd());
-  if (fd < 0) return false;
-  dwfl_report_begin(dwfl_);
-  // base = the first segment's vaddr makes the bias 0: we look up by vaddr.
-  dwmod_ = dwfl_report_elf(dwfl_, path_.c_str(), path_.c_str(), fd, elf_->first_load_vaddr(), false);
-  dwfl_report_end(dwfl_, nullptr, nullptr);
-  if (!dwmod_) {
-    ::close(fd);
+bool Module::open_dwarf(std::chrono::steady_clock::time_point until) {
+  // The file that holds the DWARF is reported as the module itself (a debug
+  // file keeps the program headers, so the addresses are the same): libdwfl
+  // finds its DWARF there and never asks for another file.
+  ElfImage* dw = elf_->has_dwarf() ? elf_.get() : debug_ && debug_->has_dwarf() ? debug_.get() : nullptr;
+  if (!dw) {
+    dwarf_tried_ = true;
     return false;
   }
-  attach_module(dwmod_, this);
-  return true;
+  if (!dw->load_dwarf(until)) {
+    dwarf_tried_ = !dw->has_dwarf();  // refused for good, or more to copy next time
+    return false;
+  }
+  dwarf_tried_ = true;
+  dwfl_ = dwfl_begin(&kModuleCallbacks);
+  if (!dwfl_) return false;
+  dwfl_report_begin(dwfl_);
+  // Bias 0: we look up by vaddr.
+  dwmod_ = report_image(dwfl_, *dw, 0, path_.c_str());
+  dwfl_report_end(dwfl_, nullptr, nullptr);
+  return dwmod_ != nullptr;
 }
 
-void Module::dwarf_frames(uint64_t vaddr, Symbolized& out) {
-  if (!dwarf_tried_) open_dwarf();
+void Module::dwarf_frames(uint64_t vaddr, Symbolized& out, std::chrono::steady_clock::time_point until) {
+  if (!dwarf_tried_) open_dwarf(until);
   if (!dwmod_) return;
   Dwarf_Addr bias = 0;
   Dwarf_Die* cudie = dwfl_module_addrdie(dwmod_, vaddr, &bias);
@@ -226,16 +266,18 @@ void Module::dwarf_frames(uint64_t vaddr, Symbolized& out) {
   out.frames = std::move(frames);
 }
 
-const Symbolized& Module::symbolize(uint64_t vaddr, bool lines) {
+const Symbolized& Module::symbolize(uint64_t vaddr, bool lines, std::chrono::steady_clock::time_point until) {
   auto it = cache_.find(vaddr);
   if (it != cache_.end()) return it->second;
-  if (cache_.size() >= kMaxCachedAddresses) {
+  if (cache_.size() >= kMaxCachedAddresses || cache_bytes_ >= kMaxCachedBytes) {
     cache_.clear();
+    cache_bytes_ = 0;
     ++memo_resets_;
   }
 
   Symbolized r;
-  if (lines) dwarf_frames(vaddr, r);
+  if (lines) dwarf_frames(vaddr, r, until);
+  const bool memo = !lines || dwarf_tried_;
   if (!symbols_loaded_) load_symbols();
   const ElfSymbol* sym = lookup_symbol(symbols_, vaddr);
   if (r.frames.empty() || r.frames.back().inlined) r.frames.emplace_back();
@@ -246,6 +288,12 @@ const Symbolized& Module::symbolize(uint64_t vaddr, bool lines) {
     phys.function_start = sym->addr;
     phys.has_start = true;
   }
+  if (!memo) {
+    unmemoized_ = std::move(r);
+    return unmemoized_;
+  }
+  for (const auto& f : r.frames) cache_bytes_ += sizeof f + f.function.size() + f.file.size();
+  cache_bytes_ += 64;  // the entry itself
   return cache_.emplace(vaddr, std::move(r)).first->second;
 }
 
@@ -285,7 +333,8 @@ std::shared_ptr<Module> ModuleCache::find(const std::string& key) {
   auto it = modules_.find(key);
   if (it == modules_.end()) return nullptr;
   hits_++;
-  return it->second;
+  it->second.used = ++use_clock_;
+  return it->second.module;
 }
 
 std::shared_ptr<Module> ModuleCache::get(std::unique_ptr<ElfImage> elf, const std::string& path,
@@ -295,28 +344,46 @@ std::shared_ptr<Module> ModuleCache::get(std::unique_ptr<ElfImage> elf, const st
   return insert(std::move(key), std::move(elf), path, where);
 }
 
+void ModuleCache::drop(std::unordered_map<std::string, Entry>::iterator it) {
+  dropped_memo_resets_ += it->second.module->memo_resets();
+  ++evictions_;
+  modules_.erase(it);
+}
+
 std::shared_ptr<Module> ModuleCache::insert(std::string key, std::unique_ptr<ElfImage> elf,
-                                            const std::string& path, const DebugSearch& where) {
+                                            const std::string& path, const DebugSearch& where,
+                                            const ElfCopyLimits& limits) {
   misses_++;
   if (modules_.size() >= kMaxCachedModules) {
     for (auto i = modules_.begin(); i != modules_.end();) {
-      if (i->second.use_count() != 1) {
-        ++i;
-        continue;
-      }
-      dropped_memo_resets_ += i->second->memo_resets();
-      ++evictions_;
-      i = modules_.erase(i);
+      auto next = std::next(i);
+      if (i->second.module.use_count() == 1) drop(i);
+      i = next;
     }
   }
-  auto m = std::make_shared<Module>(std::move(elf), path, where);
-  modules_.insert_or_assign(std::move(key), m);
+  auto m = std::make_shared<Module>(std::move(elf), path, where, limits);
+  modules_.insert_or_assign(std::move(key), Entry{m, ++use_clock_});
   return m;
+}
+
+void ModuleCache::make_room(const BudgetLedger& ledger, uint64_t want, pid_t pid, uid_t uid) {
+  while (ledger.headroom(pid, uid) < want) {
+    // The uid's own unused modules; any unused one when the total is short.
+    const uint64_t total = ledger.limits().total;
+    const bool total_short = total && total - std::min(total, ledger.held()) < want;
+    auto lru = modules_.end();
+    for (auto i = modules_.begin(); i != modules_.end(); ++i)
+      if (i->second.module.use_count() == 1 && (total_short || i->second.module->charged_uid() == uid) &&
+          (lru == modules_.end() || i->second.used < lru->second.used))
+        lru = i;
+    if (lru == modules_.end()) return;  // nothing unused to drop
+    drop(lru);
+  }
 }
 
 uint64_t ModuleCache::memo_resets() const {
   uint64_t n = dropped_memo_resets_;
-  for (const auto& [key, m] : modules_) n += m->memo_resets();
+  for (const auto& [key, e] : modules_) n += e.module->memo_resets();
   return n;
 }
 

@@ -9,6 +9,7 @@
 #include <elfutils/libdwfl.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -46,22 +47,29 @@ struct DebugSearch {
 // Finds and opens the separate debug file of `elf`: .build-id/xx/yyyy.debug
 // under <root>/usr/lib/debug, then .gnu_debuglink next to the binary, in
 // .debug/, and under <root>/usr/lib/debug/<dir>. A candidate must carry the
-// same build-id (or, without one, match the debuglink CRC).
+// same build-id (or, without one, match the debuglink CRC), read from its
+// headers (or the file) before anything of it is copied, within `limits`.
 std::unique_ptr<ElfImage> find_debug_file(const ElfImage& elf, const DebugSearch& where,
-                                          std::string* found_path = nullptr);
+                                          std::string* found_path = nullptr, const ElfCopyLimits& limits = {});
 
 std::string demangle(std::string_view name);
 
-class Module;
 // Dwfl callbacks for sessions whose modules are reported with
-// dwfl_report_elf (never found by name) and tied to a Module with
-// attach_module(), which then serves the separate debug file.
+// dwfl_report_module and tied to an ElfImage with attach_image(): libdwfl
+// gets a libelf handle on the image's private copy (no descriptor, nothing
+// read from the file), and never a separate debug file (a Module's own
+// session reports the image that holds the DWARF instead).
 const Dwfl_Callbacks* module_dwfl_callbacks();
-void attach_module(Dwfl_Module* mod, Module* m);
+void attach_image(Dwfl_Module* mod, const ElfImage* image);
+// Reports `image` to `dwfl` (between dwfl_report_begin[_add] and _end) as
+// loaded with `bias` (runtime address - ELF vaddr), under `name`.
+Dwfl_Module* report_image(Dwfl* dwfl, const ElfImage& image, uint64_t bias, const char* name);
 
 class Module {
  public:
-  Module(std::unique_ptr<ElfImage> elf, std::string path, const DebugSearch& where);
+  // `limits`: for the separate debug file, if one is looked for.
+  Module(std::unique_ptr<ElfImage> elf, std::string path, const DebugSearch& where,
+         const ElfCopyLimits& limits = {});
   ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
@@ -74,15 +82,24 @@ class Module {
 
   // Functions at ELF vaddr `vaddr` (pc - load bias, already pc-1 for
   // return addresses). `lines`: consult DWARF for file:line and inlines.
-  const Symbolized& symbolize(uint64_t vaddr, bool lines);
+  // DWARF not copied yet is copied until `until` (ElfImage::load_dwarf); a
+  // result computed before it is all in has no lines and is not memoized.
+  const Symbolized& symbolize(uint64_t vaddr, bool lines,
+                              std::chrono::steady_clock::time_point until = std::chrono::steady_clock::time_point::max());
   size_t cached_results() const { return cache_.size(); }
   // Times the address memo was full and started over.
   uint64_t memo_resets() const { return memo_resets_; }
+  // Budget bits (util/budget.h) that cost this module sections (its file's
+  // or its debug file's): its frames may lack names or lines.
+  uint32_t budget_cut() const { return elf_->budget_cut() | (debug_ ? debug_->budget_cut() : 0); }
+  uid_t charged_uid() const { return elf_->charged_uid(); }
+  // Bytes held: both copies.
+  uint64_t held_bytes() const { return elf_->copied_bytes() + (debug_ ? debug_->copied_bytes() : 0); }
 
  private:
   void load_symbols();
-  bool open_dwarf();
-  void dwarf_frames(uint64_t vaddr, Symbolized& out);
+  bool open_dwarf(std::chrono::steady_clock::time_point until);
+  void dwarf_frames(uint64_t vaddr, Symbolized& out, std::chrono::steady_clock::time_point until);
 
   std::string path_;
   std::unique_ptr<ElfImage> elf_;
@@ -94,6 +111,8 @@ class Module {
   Dwfl* dwfl_ = nullptr;
   Dwfl_Module* dwmod_ = nullptr;
   std::unordered_map<uint64_t, Symbolized> cache_;
+  Symbolized unmemoized_;  // a result while DWARF is still being copied
+  size_t cache_bytes_ = 0;  // names and files memoized, roughly
   uint64_t memo_resets_ = 0;
 };
 
@@ -115,7 +134,12 @@ class ModuleCache {
   // and a module made on a miss, cached under that key.
   std::shared_ptr<Module> find(const std::string& key);
   std::shared_ptr<Module> insert(std::string key, std::unique_ptr<ElfImage> elf, const std::string& path,
-                                 const DebugSearch& where);
+                                 const DebugSearch& where, const ElfCopyLimits& limits = {});
+  // Drops modules no process holds, least recently used first (those
+  // charged to `uid` first), until `ledger` has `want` bytes of headroom
+  // for pid (of uid) again, or none is left to drop: a module cached after
+  // its processes exited must not hold a uid's budget.
+  void make_room(const BudgetLedger& ledger, uint64_t want, pid_t pid, uid_t uid);
   size_t size() const { return modules_.size(); }
   void clear() { modules_.clear(); }
   uint64_t hits() const { return hits_; }
@@ -126,7 +150,13 @@ class ModuleCache {
   uint64_t memo_resets() const;
 
  private:
-  std::unordered_map<std::string, std::shared_ptr<Module>> modules_;
+  struct Entry {
+    std::shared_ptr<Module> module;
+    uint64_t used = 0;  // use_clock_ at its last find or insert
+  };
+  void drop(std::unordered_map<std::string, Entry>::iterator it);
+  std::unordered_map<std::string, Entry> modules_;
+  uint64_t use_clock_ = 0;
   uint64_t hits_ = 0, misses_ = 0, evictions_ = 0, dropped_memo_resets_ = 0;
 };
 

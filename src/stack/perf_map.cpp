@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstring>
 
 #include "stack/maps.h"
 
@@ -76,42 +77,107 @@ JitSymbol parse_jit_name(std::string_view name) {
   return j;
 }
 
-PerfMap PerfMap::parse(std::string_view text) {
-  PerfMap m;
-  while (!text.empty()) {
-    size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) continue;
-    Entry e;
-    if (!take_hex(line, e.start) || line.empty() || line[0] != ' ') {
-      ++m.bad_lines_;
-      continue;
-    }
-    line.remove_prefix(1);
-    if (!take_hex(line, e.size) || line.empty() || line[0] != ' ' || e.size == 0 ||
-        e.start + e.size < e.start) {
-      ++m.bad_lines_;
-      continue;
-    }
-    line.remove_prefix(1);
-    if (line.empty() || line.size() > 4096) {
-      ++m.bad_lines_;
-      continue;
-    }
-    e.name.assign(line);
-    m.entries_.push_back(std::move(e));
-  }
-  // Stable: among equal starts the later line stays last, and wins below.
-  std::stable_sort(m.entries_.begin(), m.entries_.end(),
-                   [](const Entry& a, const Entry& b) { return a.start < b.start; });
+namespace {
+constexpr size_t kMaxNameBytes = 4096;  // a longer name is a bad line
+constexpr size_t kBlockBytes = 64u << 10;
+}  // namespace
+
+PerfMap PerfMap::parse(std::string_view text, PerfMapLimits limits) {
+  PerfMap m(limits);
+  m.feed(text);
+  m.feed("\n");  // a last line without its newline
+  m.finish();
   return m;
 }
 
+std::string_view PerfMap::keep_name(std::string_view name) {
+  if (blocks_.empty() || kBlockBytes - block_used_ < name.size()) {
+    blocks_.push_back(std::make_unique<char[]>(kBlockBytes));
+    block_used_ = 0;
+    held_ += kBlockBytes;
+  }
+  char* at = blocks_.back().get() + block_used_;
+  std::memcpy(at, name.data(), name.size());
+  block_used_ += name.size();
+  return {at, name.size()};
+}
+
+void PerfMap::take_line(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.empty()) return;
+  Entry e;
+  if (!take_hex(line, e.start) || line.empty() || line[0] != ' ') {
+    ++bad_lines_;
+    return;
+  }
+  line.remove_prefix(1);
+  if (!take_hex(line, e.size) || line.empty() || line[0] != ' ' || e.size == 0 || e.start + e.size < e.start) {
+    ++bad_lines_;
+    return;
+  }
+  line.remove_prefix(1);
+  if (line.empty() || line.size() > kMaxNameBytes) {
+    ++bad_lines_;
+    return;
+  }
+  // Room first: the entry (as the vector will hold it) and its name.
+  const uint64_t grows = entries_.size() == entries_.capacity() ? entries_.capacity() * sizeof(Entry) + sizeof(Entry) : 0;
+  const uint64_t need = held_ + grows + (kBlockBytes - block_used_ < line.size() ? kBlockBytes : 0);
+  if (entries_.size() >= limits_.max_entries || need > limits_.max_bytes || !charge_.resize(need)) {
+    cut_ = true;
+    return;
+  }
+  held_ += grows;
+  e.name = keep_name(line);
+  entries_.push_back(e);
+}
+
+bool PerfMap::feed(std::string_view chunk) {
+  while (!chunk.empty() && !cut_) {
+    size_t nl = chunk.find('\n');
+    if (nl == std::string_view::npos) {
+      // The rest of a line comes with the next chunk; one longer than any
+      // valid line is skipped to its end, never kept whole.
+      if (!skipping_ && partial_.size() + chunk.size() <= kMaxNameBytes + 64) partial_.append(chunk);
+      else {
+        skipping_ = true;
+        partial_.clear();
+      }
+      return !cut_;
+    }
+    std::string_view line = chunk.substr(0, nl);
+    chunk.remove_prefix(nl + 1);
+    if (skipping_) {
+      skipping_ = false;
+      ++bad_lines_;
+      continue;
+    }
+    if (!partial_.empty()) {
+      if (partial_.size() + line.size() <= kMaxNameBytes + 64) {
+        partial_.append(line);
+        take_line(partial_);
+      } else {
+        ++bad_lines_;
+      }
+      partial_.clear();
+    } else {
+      take_line(line);
+    }
+  }
+  return !cut_;
+}
+
+void PerfMap::finish() {
+  // Stable: among equal starts the later line stays last, and wins below.
+  auto by_start = [](const Entry& a, const Entry& b) { return a.start < b.start; };
+  std::stable_sort(entries_.begin() + static_cast<ptrdiff_t>(sorted_), entries_.end(), by_start);
+  std::inplace_merge(entries_.begin(), entries_.begin() + static_cast<ptrdiff_t>(sorted_), entries_.end(), by_start);
+  sorted_ = entries_.size();
+}
+
 const PerfMap::Entry* PerfMap::lookup(uint64_t addr) const {
-  auto it = std::upper_bound(entries_.begin(), entries_.end(), addr,
-                             [](uint64_t a, const Entry& e) { return a < e.start; });
+  auto end = entries_.begin() + static_cast<ptrdiff_t>(sorted_);
+  auto it = std::upper_bound(entries_.begin(), end, addr, [](uint64_t a, const Entry& e) { return a < e.start; });
   // Walk back over a few entries: the newest one covering addr wins among
   // equal starts (it is last), and a short earlier one may not cover it.
   for (int i = 0; i < 4 && it != entries_.begin(); ++i) {

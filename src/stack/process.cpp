@@ -15,7 +15,9 @@
 #include <cstdlib>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
+#include "bpf/test_seams.h"
 #include "stack/resolver.h"
 #include "util/log.h"
 #include "util/safe_open.h"
@@ -118,6 +120,13 @@ const Process::Mapped& Process::mapped(const MapEntry& m) {
   }
   if (!m.file_backed()) return mapped_.emplace(m.start, std::move(out)).first->second;
 
+  // prepare() out of time: nothing more is opened now (a sample of this
+  // mapping opens it later, in its own job).
+  if (std::chrono::steady_clock::now() > deadline_) {
+    static const Mapped kNotNow;
+    return kNotNow;
+  }
+
   // map_files names the very file mapped (deleted or replaced binaries,
   // other mount namespaces); the root path is the fallback (needs no
   // CAP_SYS_ADMIN) and is checked against the inode maps reports.
@@ -167,9 +176,7 @@ const Process::Mapped& Process::mapped(const MapEntry& m) {
       // costs no private copy of the file (a new process's libc).
       std::string key = module_key(o.st, where);
       out.module = owner_.modules_.find(key);
-      if (!out.module)
-        if (auto elf = ElfImage::open(std::move(o.fd)))
-          out.module = owner_.modules_.insert(std::move(key), std::move(elf), m.path, where);
+      if (!out.module) out.module = open_module(m, std::move(o), std::move(key), where, out.budget);
       if (out.module) {
         auto bias = out.module->elf().load_bias(m.start, m.pgoff);
         out.bias = bias ? *bias : m.start - m.pgoff;
@@ -177,6 +184,98 @@ const Process::Mapped& Process::mapped(const MapEntry& m) {
     }
   }
   return mapped_.emplace(m.start, std::move(out)).first->second;
+}
+
+namespace {
+
+// Reopens a mapped file for reads outside its module's copy: the same file
+// (device, inode, size, times) through the process's map_files, its root,
+// or the host root, as first opened; nothing if it is no longer there.
+class MappedSource final : public ElfSource {
+ public:
+  MappedSource(std::string map_file, std::string root, std::string host_root, std::string path,
+               const struct stat& st)
+      : map_file_(std::move(map_file)), root_(std::move(root)), host_root_(std::move(host_root)),
+        path_(std::move(path)), st_(st) {}
+  Fd reopen() const override {
+    OpenPolicy policy;
+    policy.max_size = ElfImage::kMaxFileBytes;
+    for (int how = 0; how < 3; ++how) {
+      Opened o = how == 0 ? open_magic(map_file_, policy)
+                 : how == 1 ? open_in_root(root_, path_, policy)
+                            : (host_root_.empty() ? Opened{} : open_in_root(host_root_, path_, policy));
+      if (o && o.st.st_dev == st_.st_dev && o.st.st_ino == st_.st_ino && o.st.st_size == st_.st_size &&
+          o.st.st_mtim.tv_sec == st_.st_mtim.tv_sec && o.st.st_mtim.tv_nsec == st_.st_mtim.tv_nsec &&
+          o.st.st_ctim.tv_sec == st_.st_ctim.tv_sec && o.st.st_ctim.tv_nsec == st_.st_ctim.tv_nsec)
+        return std::move(o.fd);
+    }
+    return Fd();
+  }
+
+ private:
+  std::string map_file_, root_, host_root_, path_;
+  struct stat st_;
+};
+
+}  // namespace
+
+std::shared_ptr<Module> Process::open_module(const MapEntry& m, Opened o, std::string key, const DebugSearch& where,
+                                             uint32_t& budget) {
+  const ResolverOptions::Budgets& b = owner_.options().budgets;
+  ModuleCache& cache = owner_.modules_;
+  // A process mapping 30,000 little files (issue 26) gets modules_per_process.
+  if (modules_opened_ >= b.modules_per_process) {
+    budget |= kBudgetModules;
+    ++owner_.stats_.modules_refused;
+    return nullptr;
+  }
+  cache.make_room(owner_.elf_ledger_, std::min(b.elf_per_file, static_cast<uint64_t>(o.st.st_size)), pid_, uid());
+  if (cache.size() >= b.modules_total) {
+    budget |= kBudgetModules;
+    ++owner_.stats_.modules_refused;
+    return nullptr;
+  }
+  ElfCopyLimits limits;
+  limits.max_copy = b.elf_per_file;
+  limits.ledger = &owner_.elf_ledger_;
+  limits.pid = pid_;
+  limits.uid = uid();
+  limits.time = b.parse_time;
+  char range[48];
+  std::snprintf(range, sizeof range, "map_files/%" PRIx64 "-%" PRIx64, m.start, m.end);
+  auto source = std::make_unique<MappedSource>(proc_path(range), proc_path("root"), owner_.options().host_root,
+                                               m.path, o.st);
+  // Tests: a slow filesystem of the process's user (test_seams.h).
+  if (uint32_t ms = test_seams::slow_open_ms(); ms && o.st.st_uid != 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  auto elf = ElfImage::open(std::move(o.fd), limits, std::move(source));
+  ++modules_opened_;
+  if (!elf) {
+    // Not an ELF we read, or not even its headers fit what is left of the budget.
+    if (owner_.elf_ledger_.headroom(pid_, limits.uid) < (1u << 20)) {
+      budget |= kBudgetElfBytes;
+      ++owner_.stats_.elf_files_cut;
+    }
+    return nullptr;
+  }
+  if (elf->budget_cut()) {
+    ++owner_.stats_.elf_files_cut;
+    log::debug("pid %d: %s: %llu bytes copied, sections left out (%s budget)", pid_,
+               log::escape_control(m.path).c_str(), static_cast<unsigned long long>(elf->copied_bytes()),
+               elf->budget_cut() & kBudgetTime ? "time" : "bytes");
+  }
+  return cache.insert(std::move(key), std::move(elf), m.path, where, limits);
+}
+
+uid_t Process::uid() {
+  if (!uid_known_) {
+    struct stat st;
+    if (::stat(proc_path("").c_str(), &st) == 0) {
+      uid_ = st.st_uid;
+      uid_known_ = true;
+    }
+  }
+  return uid_;
 }
 
 const std::vector<uid_t>& Process::owners() {
@@ -188,13 +287,15 @@ const std::vector<uid_t>& Process::owners() {
 }
 
 namespace {
+// A perf map larger than this is refused outright; a smaller one is read
+// as a stream, within the perf-map budgets.
 constexpr uint64_t kMaxPerfMapBytes = 512u << 20;
-}
+}  // namespace
 
 bool Process::hold_perf_map() {
   // The perf map is the process's own file in its own /tmp: opened inside
-  // its root, no link followed, no FIFO or device read, bounded, and only
-  // when owned by the process's user (or root).
+  // its root, no link followed, no FIFO or device opened, and only when
+  // owned by the process's user (or root).
   if (perf_map_fd_) return true;
   if (perf_map_path_.empty()) {
     pid_t ns = namespace_pid(owner_.options().proc_root, pid_);
@@ -235,12 +336,40 @@ const PerfMap::Entry* Process::jit_lookup(uint64_t addr) {
   if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > kMaxPerfMapBytes) return nullptr;
   int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   if (perf_map_ && mtime == perf_map_mtime_ && st.st_size == perf_map_size_) return nullptr;
-  std::string text;
-  if (::lseek(perf_map_fd_.get(), 0, SEEK_SET) != 0 || !read_bounded(perf_map_fd_.get(), text, kMaxPerfMapBytes))
-    return nullptr;
-  perf_map_ = PerfMap::parse(text);
+  const ResolverOptions::Budgets& b = owner_.options().budgets;
+  // A map that grew (same file, longer) is read on from where the last read
+  // stopped; one that was rewritten or replaced is read again from the start.
+  const bool grew = perf_map_ && st.st_ino == static_cast<ino_t>(perf_map_ino_) &&
+                    st.st_dev == static_cast<dev_t>(perf_map_dev_) &&
+                    static_cast<uint64_t>(st.st_size) >= perf_map_read_;
+  if (!grew) {
+    perf_map_.reset();  // its charge first: the new map may need the room
+    PerfMapLimits limits{b.perf_map_entries, b.perf_map_per_process};
+    perf_map_.emplace(limits, owner_.perf_map_ledger_.charge(pid_, uid(), 0));
+    perf_map_read_ = 0;
+    perf_map_ino_ = st.st_ino;
+    perf_map_dev_ = st.st_dev;
+  }
   perf_map_mtime_ = mtime;
   perf_map_size_ = st.st_size;
+  // Read in chunks, never the whole text at once; nothing past what the
+  // limits can keep (bad lines included: at most twice the bytes kept).
+  char buf[65536];
+  const uint64_t max_read = 2 * b.perf_map_per_process;
+  bool was_cut = perf_map_->cut();
+  while (!perf_map_->cut() && perf_map_read_ < static_cast<uint64_t>(st.st_size) && perf_map_read_ < max_read) {
+    ssize_t n = ::pread(perf_map_fd_.get(), buf, sizeof buf, static_cast<off_t>(perf_map_read_));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    perf_map_read_ += static_cast<uint64_t>(n);
+    perf_map_->feed(std::string_view(buf, static_cast<size_t>(n)));
+  }
+  perf_map_->finish();
+  if (perf_map_read_ >= max_read && perf_map_read_ < static_cast<uint64_t>(st.st_size)) perf_map_->mark_cut();
+  if (perf_map_->cut() && !was_cut) {
+    ++owner_.stats_.perf_maps_cut;
+    log::debug("perf map of pid %d: %zu entries kept, the rest left out (its budget)", pid_, perf_map_->size());
+  }
   return perf_map_->lookup(addr);
 }
 

@@ -20,6 +20,8 @@
 #include "stack/module.h"
 #include "stack/perf_map.h"
 #include "stack/stack.h"
+#include "util/budget.h"
+#include "util/safe_open.h"
 
 namespace jankbpf::stack {
 
@@ -57,6 +59,7 @@ class Process {
   struct Mapped {
     std::shared_ptr<Module> module;  // null: the file could not be opened/parsed
     uint64_t bias = 0;               // runtime address - ELF vaddr
+    uint32_t budget = 0;             // util/budget.h bits: why it was refused or cut
   };
   // The module of a file-backed (or vdso) mapping, opened on first use.
   const Mapped& mapped(const MapEntry& m);
@@ -82,6 +85,13 @@ class Process {
   // Removes arm64 pointer-authentication bits when what remains is code.
   uint64_t strip_pac(uint64_t v) const;
 
+  // Its uid (the owner of /proc/PID), what its budgets are charged to.
+  uid_t uid();
+  // Budget bits its perf map hit (util/budget.h).
+  uint32_t perf_map_budget() const { return perf_map_ && perf_map_->cut() ? kBudgetPerfMap : 0; }
+  // Stops prepare()'s opening of modules at this time.
+  void set_deadline(std::chrono::steady_clock::time_point t) { deadline_ = t; }
+
   uint64_t last_used = 0;
 
  private:
@@ -98,6 +108,10 @@ class Process {
   int leaf_to_caller(uint64_t pc);
   Unwound unwind_once(const SampleInput& in, const UserRegs& regs);
   std::string proc_path(std::string_view leaf) const;
+  // A new module for mapping m of the file opened as `o`, within the
+  // budgets; null (with `budget` bits set when a budget said no) otherwise.
+  std::shared_ptr<Module> open_module(const MapEntry& m, Opened o, std::string key, const DebugSearch& where,
+                                      uint32_t& budget);
 
   static pid_t cb_next_thread(Dwfl*, void* arg, void** thread_argp);
   static bool cb_get_thread(Dwfl*, pid_t tid, void* arg, void** thread_argp);
@@ -119,6 +133,10 @@ class Process {
   // Owners allowed for files we open from its root (util/safe_open).
   std::vector<uid_t> owners_;
   bool owners_known_ = false;
+  uid_t uid_ = 0;
+  bool uid_known_ = false;
+  size_t modules_opened_ = 0;  // new modules made for it (budgets.modules_per_process)
+  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   const std::vector<uid_t>& owners();
   std::unordered_map<uint64_t, bool> leaf_memo_;  // function start -> leaf_without_cfi
 
@@ -135,6 +153,8 @@ class Process {
   std::string perf_map_error_;  // the last refusal, logged once
   int64_t perf_map_mtime_ = -1;
   int64_t perf_map_size_ = -1;
+  uint64_t perf_map_read_ = 0;  // bytes of the file parsed so far (a growing map is read on from there)
+  uint64_t perf_map_ino_ = 0, perf_map_dev_ = 0;
   std::chrono::steady_clock::time_point perf_map_checked_{};
 
   Ctx* ctx_ = nullptr;  // the sample being unwound

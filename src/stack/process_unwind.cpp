@@ -114,18 +114,10 @@ void Process::report(uint64_t addr) {
   uint64_t key = mp.bias ^ (reinterpret_cast<uintptr_t>(mp.module.get()) << 1);
   if (reported_.count(key | 1)) return;
   reported_.insert(key | 1);
-  int fd = dup_cloexec(mp.module->elf().fd());
-  if (fd < 0) return;
   dwfl_report_begin_add(dwfl_);
-  // add_p_vaddr=false: libdwfl takes bias = base - first PT_LOAD vaddr.
-  Dwfl_Module* mod = dwfl_report_elf(dwfl_, m->path.c_str(), m->path.c_str(), fd,
-                                     mp.bias + mp.module->elf().first_load_vaddr(), false);
+  // libdwfl reads the module's private copy (its CFI), never the file.
+  report_image(dwfl_, mp.module->elf(), mp.bias, m->path.c_str());
   dwfl_report_end(dwfl_, nullptr, nullptr);
-  if (!mod) {
-    ::close(fd);
-    return;
-  }
-  attach_module(mod, mp.module.get());
 }
 
 bool Process::read_word(uint64_t addr, uint64_t* out) {

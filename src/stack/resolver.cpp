@@ -52,7 +52,10 @@ std::string_view wait_state_name(char state) {
   }
 }
 
-Resolver::Resolver(ResolverOptions opts) : opts_(std::move(opts)) {
+Resolver::Resolver(ResolverOptions opts)
+    : opts_(std::move(opts)),
+      elf_ledger_({opts_.budgets.elf_per_process, opts_.budgets.elf_per_uid, opts_.budgets.elf_total}),
+      perf_map_ledger_({opts_.budgets.perf_map_per_process, opts_.budgets.perf_map_per_uid, opts_.budgets.perf_map_total}) {
   if (opts_.raise_fd_limit) {
     rlimit rl;
     if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
@@ -76,6 +79,9 @@ Resolver::Stats Resolver::stats() const {
   s.module_misses = modules_.misses();
   s.module_evictions = modules_.evictions();
   s.memo_resets = modules_.memo_resets();
+  s.elf_bytes_held = elf_ledger_.held();
+  s.elf_bytes_high = elf_ledger_.high_water();
+  s.perf_map_bytes_held = perf_map_ledger_.held();
   return s;
 }
 
@@ -114,8 +120,12 @@ void Resolver::prepare(pid_t pid, Arch arch, std::string early_maps) {
   bool jit = std::any_of(p->maps().entries().begin(), p->maps().entries().end(),
                          [](const MapEntry& m) { return m.anon_exec(); });
   if (jit) p->hold_perf_map();
+  // Opening a process's files is the costly part: bounded in time (what is
+  // not opened by then is opened when a sample needs it).
+  p->set_deadline(std::chrono::steady_clock::now() + opts_.budgets.parse_time);
   for (const MapEntry& m : p->maps().entries())
     if (m.x && (m.file_backed() || m.is_vdso())) p->mapped(m);
+  p->set_deadline(std::chrono::steady_clock::time_point::max());
 }
 
 const Kallsyms& Resolver::kallsyms() {
@@ -202,7 +212,7 @@ void Resolver::kernel_frames(const SampleInput& in, ResolvedStack& out) {
 namespace {
 
 void append_user_frames(Process& p, const ResolverOptions& opts, uint64_t pc, bool activation,
-                        std::vector<Frame>& out) {
+                        std::vector<Frame>& out, uint32_t& budgets, std::chrono::steady_clock::time_point until) {
   uint64_t lookup = activation ? pc : pc - 1;
   const MapEntry* m = p.maps().find(lookup);
   Frame base;
@@ -214,7 +224,9 @@ void append_user_frames(Process& p, const ResolverOptions& opts, uint64_t pc, bo
   }
   if (m->anon_exec()) {
     base.flags |= kFrameJit;
-    if (const PerfMap::Entry* e = p.jit_lookup(lookup)) {
+    const PerfMap::Entry* e = p.jit_lookup(lookup);
+    if (!e) budgets |= p.perf_map_budget();  // unnamed, maybe for want of room
+    if (e) {
       JitSymbol j = parse_jit_name(e->name);
       base.symbol = std::move(j.function);
       base.symbol_offset = pc - e->start;
@@ -227,6 +239,7 @@ void append_user_frames(Process& p, const ResolverOptions& opts, uint64_t pc, bo
   }
   base.module = m->path;
   const Process::Mapped& mp = (m->file_backed() || m->is_vdso()) ? p.mapped(*m) : Process::Mapped{};
+  budgets |= mp.budget | (mp.module ? mp.module->budget_cut() : 0);
   if (!mp.module) {
     // Cannot open it: keep what names the place offline (path + offset).
     base.module_offset = pc - m->start + m->pgoff;
@@ -235,7 +248,7 @@ void append_user_frames(Process& p, const ResolverOptions& opts, uint64_t pc, bo
   }
   base.build_id = mp.module->build_id();
   base.module_offset = pc - mp.bias;
-  const Symbolized& s = mp.module->symbolize(lookup - mp.bias, opts.source_lines);
+  const Symbolized& s = mp.module->symbolize(lookup - mp.bias, opts.source_lines, until);
   for (const SymbolizedFrame& sf : s.frames) {
     Frame f = base;
     f.symbol = sf.function;
@@ -255,6 +268,7 @@ void append_user_frames(Process& p, const ResolverOptions& opts, uint64_t pc, bo
 
 std::vector<Frame> Resolver::symbolize_user(pid_t pid, Arch arch, std::span<const uint64_t> pcs) {
   std::vector<Frame> out;
+  const auto dwarf_until = std::chrono::steady_clock::now() + opts_.budgets.dwarf_slice;
   Process* p = process(pid, arch);
   // A PC outside the known mappings may be in a library mapped since.
   bool unknown = !p->has_maps();
@@ -274,7 +288,7 @@ std::vector<Frame> Resolver::symbolize_user(pid_t pid, Arch arch, std::span<cons
     // a frame pointer: what comes after is not a stack.
     const MapEntry* m = p->maps().find(i == 0 ? pcs[i] : pcs[i] - 1);
     if (!m || !m->x) break;
-    append_user_frames(*p, opts_, pcs[i], i == 0, out);
+    append_user_frames(*p, opts_, pcs[i], i == 0, out, budgets_scratch_, dwarf_until);
   }
   return out;
 }
@@ -309,7 +323,10 @@ ResolvedStack Resolver::resolve(const SampleInput& in) {
     out.frames.push_back(std::move(f));
     return fail(UnwindStop::NoProcess, "cannot read /proc/" + std::to_string(in.pid) + "/maps");
   }
-  for (const auto& up : u.pcs) append_user_frames(*p, opts_, up.pc, up.activation, out.frames);
+  // DWARF still to copy gets a slice of this sample's time, not more.
+  const auto dwarf_until = std::chrono::steady_clock::now() + opts_.budgets.dwarf_slice;
+  for (const auto& up : u.pcs)
+    append_user_frames(*p, opts_, up.pc, up.activation, out.frames, out.budgets, dwarf_until);
   out.stop = u.stop;
   out.error = std::move(u.error);
   out.truncated = u.stop != UnwindStop::Complete;

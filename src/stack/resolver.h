@@ -31,6 +31,7 @@
 #include <unordered_map>
 
 #include "stack/kallsyms.h"
+#include "util/budget.h"
 #include "stack/module.h"
 #include "stack/stack.h"
 
@@ -65,6 +66,32 @@ struct ResolverOptions {
   // same kernel's); tests replaying another machine's samples name the
   // image dumped there.
   std::string vdso_path;
+
+  // What one watched process (and one uid) may make the resolver hold or
+  // spend (issue 26; README "Security"). Past a budget a process gets less
+  // -- sections or modules left out, perf-map entries dropped -- and its
+  // stacks say which budget (ResolvedStack::budgets).
+  struct Budgets {
+    // Bytes of ELF sections copied: one file, one process, one uid, all.
+    uint64_t elf_per_file = 256ull << 20;
+    uint64_t elf_per_process = 512ull << 20;
+    uint64_t elf_per_uid = 512ull << 20;
+    uint64_t elf_total = 1ull << 30;
+    // Files a process may have opened as new modules; modules held in all.
+    size_t modules_per_process = 512;
+    size_t modules_total = 4096;
+    // Copying one file's sections (headers, symbols, CFI) stops after this
+    // (the rest is left out), and prepare() stops opening a process's files
+    // after this much. DWARF is copied later, this much per sample at most
+    // (a frame's lines come once it is all in).
+    std::chrono::milliseconds parse_time{500};
+    std::chrono::milliseconds dwarf_slice{50};
+    // A process's perf map: entries and bytes kept; and per uid, overall.
+    size_t perf_map_entries = 1u << 20;
+    uint64_t perf_map_per_process = 64ull << 20;
+    uint64_t perf_map_per_uid = 128ull << 20;
+    uint64_t perf_map_total = 256ull << 20;
+  } budgets;
 };
 
 class Process;
@@ -105,6 +132,10 @@ class Resolver {
     // Bounds that dropped something: processes past max_processes (least
     // recently used), modules past the module cap, address memos restarted.
     uint64_t process_evictions = 0, module_evictions = 0, memo_resets = 0;
+    // Issue 26's budgets: ELF bytes held now and at most, modules refused
+    // (over a count), files cut or refused over bytes or time, perf maps cut.
+    uint64_t elf_bytes_held = 0, elf_bytes_high = 0, perf_map_bytes_held = 0;
+    uint64_t modules_refused = 0, elf_files_cut = 0, perf_maps_cut = 0;
   };
   Stats stats() const;
 
@@ -116,6 +147,8 @@ class Resolver {
   void kernel_frames(const SampleInput& in, ResolvedStack& out);
 
   ResolverOptions opts_;
+  BudgetLedger elf_ledger_;       // ELF copies, by process and uid (declared before modules_: outlives them)
+  BudgetLedger perf_map_ledger_;  // perf-map entries and names
   ModuleCache modules_;
   std::unordered_map<pid_t, std::unique_ptr<Process>> procs_;
   uint64_t use_clock_ = 0;
@@ -125,6 +158,7 @@ class Resolver {
   std::unordered_map<std::string, std::string> kmod_build_ids_;
   std::shared_ptr<Module> vdso_;
   bool vdso_tried_ = false;
+  uint32_t budgets_scratch_ = 0;  // symbolize_user's budget bits (no stack to carry them)
   Stats stats_;
 
   friend class Process;

@@ -92,6 +92,9 @@ struct ResolvedStack {
   bool truncated = false;     // user stack incomplete (stop != Complete)
   char wait_state = 0;        // copied from SampleInput
   std::string error;          // detail for stop != Complete, for logs
+  // Budgets (util/budget.h bits) that cost this stack names, lines or
+  // frames: a module or perf map of its process left out or cut.
+  uint32_t budgets = 0;
 };
 
 // Human name of a task state letter ('S' -> "sleeping").

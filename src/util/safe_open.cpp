@@ -7,12 +7,18 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace jankbpf {
 namespace {
 
-constexpr int kOpenFlags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+// The first open of a path a watched process controls: O_PATH, which opens
+// nothing (no driver's open, no FIFO, no tty), only names the inode; the
+// file is opened for reading through that name once fstat says it is a
+// regular file (reopen_checked).
+constexpr int kPathFlags = O_PATH | O_CLOEXEC;
+constexpr int kReadFlags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
 std::atomic<bool> g_force_fallback{false};
 
 const char* type_name(mode_t m) {
@@ -36,12 +42,17 @@ std::string why_open_failed(int err) {
   }
 }
 
-// fstat on the descriptor: the only view of the file that cannot change
-// between the check and the read.
+// fstat on the O_PATH descriptor -- the only view of the file that cannot
+// change between the check and the read -- and only then, for a regular
+// file within the policy, the open for reading, through /proc/self/fd: the
+// very inode checked, never the path again. A device, FIFO or socket is
+// refused without its open ever running (a driver's open can have effects).
 void check_fd(Opened& o, const OpenPolicy& p, const std::string& shown) {
   if (!o.fd) return;
   if (::fstat(o.fd.get(), &o.st) != 0) {
     o.error = "'" + shown + "': fstat: " + strerror(errno);
+  } else if (S_ISLNK(o.st.st_mode)) {
+    o.error = "'" + shown + "': " + why_open_failed(ELOOP);
   } else if (!S_ISREG(o.st.st_mode)) {
     o.error = "'" + shown + "': " + type_name(o.st.st_mode) + ", not a regular file";
   } else if (static_cast<uint64_t>(o.st.st_size) > p.max_size) {
@@ -58,6 +69,20 @@ void check_fd(Opened& o, const OpenPolicy& p, const std::string& shown) {
     }
     if (!ok)
       o.error = "'" + shown + "': owned by uid " + std::to_string(o.st.st_uid) + "; allowed owners: " + allowed;
+  }
+  if (o.error.empty()) {
+    char self[64];
+    std::snprintf(self, sizeof self, "/proc/self/fd/%d", o.fd.get());
+    Fd readable(::open(self, kReadFlags));
+    struct stat st;
+    if (!readable) {
+      o.error = "'" + shown + "': reopening for reading: " + strerror(errno);
+    } else if (::fstat(readable.get(), &st) != 0 || st.st_dev != o.st.st_dev || st.st_ino != o.st.st_ino) {
+      o.error = "'" + shown + "': changed while opened";  // cannot happen: the same inode
+    } else {
+      o.st = st;
+      o.fd = std::move(readable);
+    }
   }
   if (!o.error.empty()) o.fd.reset();
 }
@@ -88,7 +113,7 @@ int walk_nofollow(int root_fd, std::string_view rel, int flags) {
       }
       continue;
     }
-    if (last) return ::openat(cur.get(), comp.c_str(), flags | O_NOFOLLOW);
+    if (last) return ::openat(cur.get(), comp.c_str(), flags | O_NOFOLLOW);  // a link: its own O_PATH fd
     int next = ::openat(cur.get(), comp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (next < 0) {
       // A symlink opened O_NOFOLLOW|O_DIRECTORY fails ENOTDIR: say why.
@@ -108,7 +133,9 @@ int open_beneath(int root_fd, std::string_view rel, const OpenPolicy& p) {
   if (path.empty()) path = ".";
   if (!g_force_fallback.load(std::memory_order_relaxed)) {
     open_how how{};
-    how.flags = static_cast<uint64_t>(kOpenFlags) | (p.follow_symlinks ? 0 : O_NOFOLLOW);
+    // With O_PATH|O_NOFOLLOW a final symlink comes back as itself (refused
+    // by check_fd), never followed.
+    how.flags = static_cast<uint64_t>(kPathFlags) | (p.follow_symlinks ? 0 : O_NOFOLLOW);
     how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | (p.follow_symlinks ? 0 : RESOLVE_NO_SYMLINKS);
     for (int tries = 0; tries < 8; ++tries) {
       int fd = static_cast<int>(::syscall(SYS_openat2, root_fd, path.c_str(), &how, sizeof how));
@@ -118,7 +145,7 @@ int open_beneath(int root_fd, std::string_view rel, const OpenPolicy& p) {
       break;  // no openat2 here (EPERM: a seccomp filter that denies it)
     }
   }
-  return walk_nofollow(root_fd, path, kOpenFlags);
+  return walk_nofollow(root_fd, path, kPathFlags);
 }
 
 }  // namespace
@@ -167,7 +194,7 @@ Opened open_untrusted(const std::string& path_in, const OpenPolicy& policy) {
 
 Opened open_magic(const std::string& path, const OpenPolicy& policy) {
   Opened o;
-  o.fd.reset(::open(path.c_str(), kOpenFlags));
+  o.fd.reset(::open(path.c_str(), kPathFlags));  // follows the magic link, opens nothing
   if (!o.fd) {
     o.error = "'" + path + "': " + strerror(errno);
     return o;

@@ -2,16 +2,19 @@
 // /proc/PID/root, its binaries and debug files) without letting it choose
 // what jankbpf, running as root, opens or how long that takes:
 //
-//  * no blocking open: O_NONBLOCK (a FIFO opens at once and is then
-//    refused), O_NOCTTY (a tty never becomes ours);
+//  * nothing opened before it is checked: the path is opened O_PATH (no
+//    driver's open runs, a FIFO does not block, a tty never becomes ours),
+//    fstat on that descriptor decides, and only a regular file within the
+//    policy is then opened for reading, through /proc/self/fd (the same
+//    inode, not the path again);
 //  * no links out: paths below a process's root are resolved by openat2
 //    with RESOLVE_IN_ROOT (an absolute symlink or ".." stays in the
 //    container) and RESOLVE_NO_MAGICLINKS (no /proc/self/fd/N hops), and
 //    by default RESOLVE_NO_SYMLINKS as well; without openat2 (ENOSYS) the
 //    path is walked component by component with O_NOFOLLOW, refusing
 //    "..", every symlink and every magic link;
-//  * checked before read: fstat on the descriptor must show a regular file
-//    within the size bound of its use, owned by an allowed uid.
+//  * checked before open: fstat on the O_PATH descriptor must show a
+//    regular file within the size bound of its use, owned by an allowed uid.
 //
 // /proc/PID/map_files/* and /proc/PID/exe are magic links the kernel
 // resolves to the very file mapped or run: open_magic() follows them (that

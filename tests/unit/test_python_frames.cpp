@@ -283,6 +283,56 @@ TEST_CASE("python frames are walked by each layout in the table") {
   }
 }
 
+// Issue 26: 8,100 code objects sharing one 64 KiB line table were each
+// read and cached with their own copy (512 MiB for one process). The
+// table is read once; what the cache holds stays under kMaxPyCacheBytes;
+// a walk reads at most kMaxPyLineBytesPerWalk of tables.
+TEST_CASE("python code objects sharing a big line table cost it once", "[budget]") {
+  const PythonLayout& l = *python_layout(0x030B07F0);
+  FakePython py(l);
+  // 64 KiB of "no columns, 8 units, line +0" entries.
+  std::vector<uint8_t> big;
+  while (big.size() < kMaxPyLineTable) big.insert(big.end(), {uint8_t(0x80 | (13 << 3) | 7), 0});
+  const uint64_t shared = py.bytes(big);
+  std::vector<uint64_t> codes;
+  for (int i = 0; i < 2000; ++i) {
+    uint64_t c = py.code("f" + std::to_string(i), "/app/x.py", 10 + i);
+    py.mem.put<uint64_t>(c + l.code_linetable, shared);
+    codes.push_back(c);
+  }
+  PythonWalker w(py.target);
+  // Walks of 100 frames over ever new code objects, as samples of a
+  // process calling through all of them.
+  size_t most = 0;
+  for (int round = 0; round < 20; ++round) {
+    uint64_t top = 0;
+    for (int k = 0; k < 100; ++k) top = py.frame(codes[(round * 100 + k) % codes.size()], top, k == 0);
+    const uint64_t tid = 700 + round;  // each round's thread state is new
+    py.threads({{tid, top}});
+    PyCapture c = w.walk(py.mem, tid);
+    REQUIRE(c.frames.size() == 100);
+    CHECK(c.frames[0].line == static_cast<uint32_t>(10 + (round * 100 + 99) % 2000));
+    most = std::max(most, w.held_bytes());
+  }
+  INFO("cache held at most " << most << " bytes, " << w.cached_code_objects() << " code objects");
+  CHECK(most <= kMaxPyCacheBytes);
+  CHECK(most < 2 * kMaxPyLineTable + 2000 * 256);  // the table once, not 2,000 times
+  // Distinct tables: a walk reads at most kMaxPyLineBytesPerWalk of them;
+  // the frames past it keep their names, and say a budget cut their lines.
+  uint64_t top = 0;
+  for (int k = 0; k < 100; ++k) {
+    uint64_t c = py.code("g" + std::to_string(k), "/app/y.py", 1);
+    py.mem.put<uint64_t>(c + l.code_linetable, py.bytes(big));
+    top = py.frame(c, top, k == 0);
+  }
+  py.threads({{800, top}});
+  PyCapture c = w.walk(py.mem, 800);
+  REQUIRE(c.frames.size() == 100);
+  CHECK(c.budget_cut);
+  CHECK(c.frames.back().name == "g0");
+  CHECK(w.held_bytes() <= kMaxPyCacheBytes);
+}
+
 TEST_CASE("python strings: compact non-ASCII kinds, bounds, refusals") {
   const PythonLayout& l = *python_layout(0x030B07F0);
   FakePython py(l);

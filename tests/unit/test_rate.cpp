@@ -66,3 +66,20 @@ TEST_CASE("the extremes of --offcpu-rate", "[rate]") {
   full_at = 0;
   CHECK(jb_rate_take(full_at, 0, 10) == kSec / 10);
 }
+
+// --record-rate-uid: a bucket of ten seconds' worth, refilled at the rate
+// (issue 26: a burst of many processes' janks passes, a flood does not).
+TEST_CASE("a bucket may hold more than a second's worth", "[rate]") {
+  uint64_t full_at = 0;
+  const uint64_t t0 = 1000 * kSec;
+  int n = 0;
+  for (uint64_t next; (next = jb_rate_take_burst(full_at, t0, 100, 1000)) != 0; n++) full_at = next;
+  CHECK(n == 1000);
+  // A second later, 100 more; never more than the bucket's 1,000.
+  n = 0;
+  for (uint64_t next; (next = jb_rate_take_burst(full_at, t0 + kSec, 100, 1000)) != 0; n++) full_at = next;
+  CHECK(n == 100);
+  CHECK(jb_rate_take_burst(0, t0, 100, 1000) == t0 + kSec / 100);
+  // jb_rate_take is the one-second bucket.
+  CHECK(jb_rate_take(0, t0, 100) == jb_rate_take_burst(0, t0, 100, 100));
+}

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * --record-rate and --record-rate-uid: how many long tasks a second one
+ * process, and one uid, may have reported (issue 26: 400 processes with
+ * 110 ms tasks made 2,600 records a second and overflowed the events ring
+ * that everyone's records share). One decision per task, at its first
+ * record: a task refused sends nothing -- no early mark (so no samples, no
+ * pin), no crossing, no trace, no hang, no jank -- and each record it would
+ * have sent is counted in its process's and uid's buckets.
+ */
+#ifndef JANKBPF_RECORD_RATE_BPF_H
+#define JANKBPF_RECORD_RATE_BPF_H
+
+enum jb_rate_state {
+	JB_RATE_UNDECIDED = 0,
+	JB_RATE_TAKEN = 1,   /* a token was taken: its records go out */
+	JB_RATE_REFUSED = 2, /* over a rate: its records are counted, not sent */
+};
+
+static __always_inline bool record_limits(void)
+{
+	return record_rate || record_rate_uid;
+}
+
+/*
+ * Takes a token from `key`'s bucket in `map` (made full if missing): false
+ * when it is empty. With `peek`, only says whether one is there. A race
+ * for the bucket with another CPU counts as empty (fewer records, never more).
+ */
+static __always_inline bool bucket_take(void *map, __u32 key, __u32 per_sec, __u32 burst, __u64 now,
+					bool peek)
+{
+	struct jb_record_bucket *b, fresh = {};
+	__u64 old, next;
+
+	if (!per_sec)
+		return true;
+	b = bpf_map_lookup_elem(map, &key);
+	if (!b) {
+		bpf_map_update_elem(map, &key, &fresh, BPF_NOEXIST);
+		b = bpf_map_lookup_elem(map, &key);
+		if (!b)
+			return true;  /* nothing to count against */
+	}
+	old = b->full_at;
+	next = jb_rate_take_burst(old, now, per_sec, burst);
+	if (peek || !next)
+		return next != 0;
+	return __sync_val_compare_and_swap(&b->full_at, old, next) == old;
+}
+
+/* The process's token, then its uid's: JB_RATE_TAKEN or JB_RATE_REFUSED. */
+static __noinline __u32 record_token(__u32 tgid, __u32 uid, __u64 now, bool peek)
+{
+	if (!bucket_take(&record_bucket, tgid, record_rate, record_burst, now, peek))
+		return JB_RATE_REFUSED;
+	if (!bucket_take(&uid_bucket, uid, record_rate_uid, record_burst_uid, now, peek))
+		return JB_RATE_REFUSED;
+	return peek ? JB_RATE_UNDECIDED : JB_RATE_TAKEN;
+}
+
+/*
+ * Whether this task's crossing, trace, hang or end record may go out (the
+ * first one takes the token for the whole task).
+ */
+static __always_inline bool record_allowed(struct jb_thread *t, __u64 now)
+{
+	if (!record_limits())
+		return true;
+	if (t->rate == JB_RATE_UNDECIDED)
+		t->rate = record_token(t->pid, t->uid, now, false);
+	return t->rate == JB_RATE_TAKEN;
+}
+
+/*
+ * At the early mark (stacks wanted from now): a task of a process (or uid)
+ * whose bucket is empty is refused now, so it costs nothing more; with a
+ * token there, it is taken later, only if the task turns long.
+ */
+static __always_inline bool early_allowed(struct jb_thread *t, __u64 now)
+{
+	if (!record_limits() || t->rate == JB_RATE_TAKEN)
+		return true;
+	if (t->rate == JB_RATE_UNDECIDED)
+		t->rate = record_token(t->pid, t->uid, now, true);
+	return t->rate != JB_RATE_REFUSED;
+}
+
+static __always_inline void count_in(void *map, __u32 key)
+{
+	struct jb_record_bucket *b = bpf_map_lookup_elem(map, &key), fresh = {};
+
+	if (!b) {
+		bpf_map_update_elem(map, &key, &fresh, BPF_NOEXIST);
+		b = bpf_map_lookup_elem(map, &key);
+	}
+	if (b)
+		__sync_fetch_and_add(&b->limited, 1);
+}
+
+/* A jank or hang record this task would have sent, not sent: counted. */
+static __noinline void count_refused(__u32 tgid, __u32 uid)
+{
+	count_in(&record_bucket, tgid);
+	count_in(&uid_bucket, uid);
+	stat_inc(JB_STAT_RECORD_RATE);
+}
+
+#endif /* JANKBPF_RECORD_RATE_BPF_H */
