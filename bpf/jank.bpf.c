@@ -10,6 +10,7 @@
  *   maps.bpf.h        per-thread state and every map
  *   common.bpf.h      shared steps: find/track a thread, count, reserve a record
  *   accounting.bpf.h  the running/runnable/sleeping/blocked split
+ *   causes.bpf.h      why it was not running: slices, CPU thieves, subjects
  *   tasks.bpf.h       begin and end of a task, its record
  *   stacks.bpf.h      sample slots, off-CPU captures, wakers
  *   watchdog.bpf.h    crossing, trace bound and hang of a running task
@@ -38,6 +39,7 @@
 #include "maps.bpf.h"
 #include "common.bpf.h"
 #include "accounting.bpf.h"
+#include "causes.bpf.h"
 #include "tasks.bpf.h"
 #include "stacks.bpf.h"
 #include "watchdog.bpf.h"
@@ -269,8 +271,13 @@ int jb_sample(void *ctx)
 
 	__u64 now = bpf_ktime_get_ns();
 
-	if (!t || !take_sample_slot(t, now))
+	if (!t || !take_sample_slot(t, now)) {
+		/* An owner or peer a long task waits for (causes.bpf.h). */
+		if (causes_enabled && subjects_nr > 0 &&
+		    jb_subject_sample(tid, bpf_get_current_pid_tgid() >> 32, now))
+			return 1;
 		return 0;
+	}
 	stat_inc(JB_STAT_SAMPLES);
 	if (bpf_map_lookup_elem(&eager_pids, &t->pid)) {
 		/* The ring's wakeup runs after this handler has written the sample. */

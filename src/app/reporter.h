@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "app/pending_trace.h"
+#include "cause/evidence.h"
 #include "config/jank_config.h"
 #include "jankbpf/events.h"
 #include "model/records.h"
@@ -89,6 +90,8 @@ class Reporter {
     uint64_t begin_ns = 0, end_ns = 0, seq = 0, proc_start_ns = 0;
     std::shared_ptr<PendingTrace> trace;
     ExeFile exe;  // its build-id is read by the worker
+    cause::Evidence causes;       // the kernel's causes of the task (cause/)
+    bool causes_enabled = false;  // the kernel side ran with causes
   };
   void report(TaskRecord rec, TaskContext ctx);
   void emit(ExitRecord rec);

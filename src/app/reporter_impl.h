@@ -13,6 +13,7 @@
 
 #include "app/parked_records.h"
 #include "app/reporter.h"
+#include "cause/identity.h"
 #include "runtime/python_frames.h"
 #include "stack/resolver.h"
 
@@ -51,6 +52,7 @@ struct Reporter::Impl {
   std::unordered_map<pid_t, std::vector<OffCpu>> offcpu;  // by tid
 
   uint64_t evicted = 0;  // threads whose stored stacks were dropped unreported
+  cause::ProcIdentities identities;  // what names a cause (cause/identity.h)
 
   // Makes room for `tid` in `table` (keyed by tid, values non-empty lists
   // of entries with a time_ns, newest last).

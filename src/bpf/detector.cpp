@@ -22,6 +22,7 @@
 #include "bpf/libbpf_log.h"
 #include "bpf/program_select.h"
 #include "bpf/test_seams.h"
+#include "cause/syscalls.h"
 #include "jank.skel.h"
 #include "jankbpf/events.h"
 #include "jankbpf/hooks.h"
@@ -173,18 +174,30 @@ bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const Kern
   if (cfg.offcpu && cfg.early_ns && !want_offcpu)
     features->set("offcpu_capture", false, "disabled by JANKBPF_DISABLE", "no stacks of sleeping threads");
 
+  const bool want_causes = cfg.causes && !disabled_by_env("causes");
+  if (cfg.causes && !want_causes)
+    features->set("causes", false, "disabled by JANKBPF_DISABLE", "no `cause` or `why` in records");
+  // Causes ride on every plan; only when no plan loads with them are they
+  // given up (a kernel without bpf_task_pt_regs, say), plan by plan again.
   std::vector<Plan> plans;
-  for (WatchdogMode mode : {WatchdogMode::Timer, WatchdogMode::Scan}) {
-    if (cfg.watchdog != WatchdogMode::Auto && cfg.watchdog != mode) continue;
-    for (bool offcpu : {true, false}) {
-      if (offcpu && !want_offcpu) continue;
-      if (mode == WatchdogMode::Timer && kfunc) plans.push_back({mode, true, offcpu, kfunc, trampolines});
-      plans.push_back({mode, false, offcpu, kfunc, trampolines});
+  for (bool causes : {true, false}) {
+    if (causes && !want_causes) continue;
+    for (WatchdogMode mode : {WatchdogMode::Timer, WatchdogMode::Scan}) {
+      if (cfg.watchdog != WatchdogMode::Auto && cfg.watchdog != mode) continue;
+      for (bool offcpu : {true, false}) {
+        if (offcpu && !want_offcpu) continue;
+        if (mode == WatchdogMode::Timer && kfunc) plans.push_back({mode, true, offcpu, kfunc, trampolines, causes});
+        plans.push_back({mode, false, offcpu, kfunc, trampolines, causes});
+      }
     }
   }
-  std::string timer_why, offcpu_why, task_why;
+  std::string timer_why, offcpu_why, task_why, causes_why;
   for (const Plan& p : plans) {
     if (load(cfg, p, kernel, &why)) {
+      if (want_causes)
+        features->set("causes", p.causes,
+                      p.causes ? "slices of non-running time, wakers, CPU thieves, owners and peers" : causes_why,
+                      p.causes ? "" : "no `cause` or `why` in records");
       const bool timer = p.mode == WatchdogMode::Timer;
       if (cfg.watchdog != WatchdogMode::Scan)
         features->set("bpf_timer", timer, timer ? "tp_btf programs own bpf_timers" : timer_why,
@@ -202,9 +215,11 @@ bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const Kern
     if (p.mode == WatchdogMode::Timer && timer_why.empty()) timer_why = why;
     if (p.state_in_task && task_why.empty()) task_why = why;
     if (p.offcpu && offcpu_why.empty()) offcpu_why = why;
-    log::debug("BPF load (%s watchdog, state in %s, off-CPU %s, %s) failed: %s",
+    if (p.causes && causes_why.empty()) causes_why = why;
+    log::debug("BPF load (%s watchdog, state in %s, off-CPU %s, %s, causes %s) failed: %s",
                p.mode == WatchdogMode::Timer ? "timer" : "scan", p.state_in_task ? "task storage" : "a hash",
-               p.offcpu ? "on" : "off", p.trampolines ? "trampolines" : "tracepoints", why.c_str());
+               p.offcpu ? "on" : "off", p.trampolines ? "trampolines" : "tracepoints", p.causes ? "on" : "off",
+               why.c_str());
   }
   *error = why;
   return false;
@@ -243,6 +258,10 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   ro->tick_hz = tick_hz_;
   for (const TpWait& w : tracepoint_waits())
     ro->wait_of_nr[w.nr] = static_cast<uint8_t>(wait_id(w.name) + 1);
+  causes_ = plan.causes;
+  ro->causes_enabled = causes_;
+  for (const auto& [nr, cls] : cause::syscall_classes())
+    if (nr >= 0 && nr < JB_MAX_SYSCALL_NR) ro->cause_class_of_nr[nr] = cls;
   // The maps that do not hold the state are kept, unused, at one entry;
   // the tid stash holds ~17 KB an entry, preallocated: room for 256
   // threads asleep inside a task at once.
@@ -255,6 +274,12 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   bpf_map__set_max_entries(skel_->maps.offcpu_stash_tid, plan.offcpu && !plan.state_in_task ? 256 : 1);
   // One token bucket per process capturing now (LRU: an old one just goes).
   bpf_map__set_max_entries(skel_->maps.offcpu_bucket, plan.offcpu && cfg.offcpu_rate ? 4096 : 1);
+  // Causes: per thread in a task by tid where the state is in the hash
+  // (~1.2 KB each, preallocated), and one CPU watch per possible CPU.
+  const int ncpus = libbpf_num_possible_cpus();
+  bpf_map__set_max_entries(skel_->maps.cause_tid, plan.causes && !plan.state_in_task ? 512 : 1);
+  bpf_map__set_max_entries(skel_->maps.cpu_watch, plan.causes && ncpus > 0 ? static_cast<uint32_t>(ncpus) : 1);
+  bpf_map__set_max_entries(skel_->maps.subjects, plan.causes && cfg.early_ns ? 256 : 1);
   if (test_seams::one_ring() && !share_one_ring(error)) return false;
   select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, kernel);
 
@@ -268,10 +293,10 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   mode_ = plan.mode;
   state_in_task_ = plan.state_in_task;
   trampolines_ = plan.trampolines;
-  log::debug("BPF loaded: %s watchdog, per-thread state in %s, off-CPU captures %s, waits by %s",
+  log::debug("BPF loaded: %s watchdog, per-thread state in %s, off-CPU captures %s, waits by %s, causes %s",
              plan.mode == WatchdogMode::Timer ? "timer" : "scan",
              plan.state_in_task ? "task storage" : "a tid hash", plan.offcpu ? "on" : "off",
-             plan.trampolines ? "trampolines" : "tracepoints");
+             plan.trampolines ? "trampolines" : "tracepoints", plan.causes ? "on" : "off");
   return true;
 }
 
@@ -405,6 +430,21 @@ std::vector<ProgramStats> Detector::program_stats() const {
 
 int Detector::sample_prog_fd() const {
   return stacks_ ? bpf_program__fd(skel_->progs.jb_sample) : -1;
+}
+
+bool Detector::set_irq_text(const std::vector<std::pair<uint64_t, uint32_t>>& chunks, std::string* error) {
+  if (!causes_) return true;
+  uint32_t n = 0;
+  for (const auto& [chunk, mask] : chunks) {
+    if (bpf_map__update_elem(skel_->maps.irq_text, &chunk, sizeof chunk, &mask, sizeof mask, BPF_ANY)) {
+      *error = std::string("irq_text: ") + strerror(errno);
+      break;
+    }
+    n++;
+  }
+  // Last: the BPF side looks at the map only once this is set.
+  __atomic_store_n(&skel_->bss->irq_text_nr, n, __ATOMIC_RELEASE);
+  return n == chunks.size();
 }
 
 int64_t Detector::long_tasks() const {

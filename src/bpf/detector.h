@@ -45,6 +45,7 @@ struct DetectorConfig {
   uint32_t offcpu_rate = 100;  // off-CPU captures a second per process (0: no limit)
   uint64_t trace_ns = 0;  // trace bound (0: no JB_EV_TRACE records)
   bool markers = false;   // load the marker programs (attach_uprobe/attach_usdt)
+  bool causes = true;     // why tasks were not running (bpf/causes.bpf.h)
 };
 
 // bpf_stats of one program (zero unless kernel.bpf_stats_enabled is set).
@@ -107,6 +108,11 @@ class Detector {
   // Watched threads now inside a task past early_ns (from the mmapped .bss).
   int64_t long_tasks() const;
   bool offcpu_enabled() const { return offcpu_; }
+  bool causes_enabled() const { return causes_; }
+  // Causes: the kernel text of interrupt and timer code, as (pc >> 8,
+  // granule mask) chunks (cause/irq_text.h); wakers whose stacks pass
+  // through it are interrupts from then on. Any thread.
+  bool set_irq_text(const std::vector<std::pair<uint64_t, uint32_t>>& chunks, std::string* error);
   int programs_attached() const { return attached_; }
 
  private:
@@ -114,7 +120,7 @@ class Detector {
   // One way to load the programs (see load_best for the order tried).
   struct Plan {
     WatchdogMode mode;
-    bool state_in_task, offcpu, task_from_pid, trampolines;
+    bool state_in_task, offcpu, task_from_pid, trampolines, causes;
   };
   bool load(const DetectorConfig& cfg, const Plan& plan, const KernelFuncs& kernel, std::string* error);
   bool load_best(const DetectorConfig& cfg, bool trampolines, const KernelFuncs& kernel, FeatureSet* features,
@@ -141,7 +147,7 @@ class Detector {
   int attached_ = 0;
   uint32_t tick_hz_ = 0;  // CONFIG_HZ, 0: unknown (every task's end reads the clock)
   bool stacks_ = false, offcpu_ = false, markers_ = false, state_in_task_ = false,
-       trampolines_ = false;
+       trampolines_ = false, causes_ = false;
 };
 
 }  // namespace jankbpf

@@ -6,6 +6,6 @@
 
 namespace jankbpf {
 
-inline constexpr const char* kSchemaVersion = "1.3";
+inline constexpr const char* kSchemaVersion = "1.4";
 
 }  // namespace jankbpf
