@@ -470,7 +470,8 @@ void Monitor::on_record(std::span<const uint8_t> rec) {
       if (rec.size() < sizeof(jb_cause_event)) break;
       jb_cause_event e;
       memcpy(&e, rec.data(), sizeof e);
-      causes_.add_causes(e);
+      // What names its slices, while the process is surely still there.
+      cause::prefetch(causes_.add_causes(e).live, e, live_ids_);
       return;
     }
     case JB_EV_SUBJECT: {

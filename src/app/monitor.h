@@ -19,6 +19,7 @@
 #include "app/trace_keeper.h"
 #include "bpf/detector.h"
 #include "cause/evidence.h"
+#include "cause/identity.h"
 #include "cli/options.h"
 #include "markers/markers.h"
 #include "metrics/http_server.h"
@@ -92,6 +93,7 @@ class Monitor {
   uint32_t marker_attach_delay_ms_ = 0;  // tests only: JANKBPF_TEST_MARKER_ATTACH_DELAY_MS
   RecordBuilder builder_{clock_, markers_};
   cause::EvidenceStore causes_;  // JB_EV_CAUSE / JB_EV_SUBJECT until their task's record
+  cause::ProcIdentities live_ids_;  // their prefetch, on this thread
   std::thread irq_text_;
   std::unique_ptr<Detector> detector_;
   std::unique_ptr<Reporter> reporter_;

@@ -104,6 +104,8 @@ class Reporter {
   // Returns whether the process runs Python (its samples are then wanted
   // at once: Monitor asks the kernel to announce each).
   bool pin(pid_t pid);
+  // The same, the maps only, for a process first seen in a sample.
+  void pin_sampled(pid_t pid);
 
   // The sample_type the perf events were opened with (before any sample).
   void set_perf_sample_type(uint64_t t) { cfg_.perf_sample_type = t; }

@@ -212,7 +212,8 @@ void Reporter::handle(TaskJob& j) {
   }
 
   // 2b. Why it was not running: slices, identities, the one line.
-  cause::attribute(rec, ctx.causes, ctx.causes_enabled, impl_->identities, cause_stacks);
+  cause::PrefetchedIdentities ids(ctx.causes.live, impl_->identities);
+  cause::attribute(rec, ctx.causes, ctx.causes_enabled, ids, cause_stacks);
 
   // 3. The stack log: for finished tasks, within the quota.
   if (!hang && tree.samples() && cfg_.jank.stacks_enabled()) {

@@ -209,7 +209,8 @@ CauseSlice slice_of(const jb_cause_slice& s, const TaskRecord& rec, const Eviden
       // The owner glibc's mutex names, if it is a thread of this process:
       // a claim read from the process's own memory.
       const pid_t claim = static_cast<pid_t>(s.claim);
-      if (claim > 0 && claim != rec.tid && ids.thread_in(pid, claim)) {
+      const bool released_by_claim = c.waker && c.waker->tid == claim && c.waker->pid == pid;
+      if (claim > 0 && claim != rec.tid && (released_by_claim || ids.thread_in(pid, claim))) {
         CauseThread o;
         if (c.waker && c.waker->tid == claim) {
           o = *c.waker;  // the owner released it: the claim holds

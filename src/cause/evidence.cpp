@@ -16,8 +16,10 @@ Evidence& EvidenceStore::slot(pid_t tid, uint64_t seq) {
   return items_[key];
 }
 
-void EvidenceStore::add_causes(const jb_cause_event& e) {
-  slot(static_cast<pid_t>(e.hdr.tid), e.seq).causes = e;
+Evidence& EvidenceStore::add_causes(const jb_cause_event& e) {
+  Evidence& ev = slot(static_cast<pid_t>(e.hdr.tid), e.seq);
+  ev.causes = e;
+  return ev;
 }
 
 void EvidenceStore::add_subject(const jb_subject_event& e) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,9 +18,18 @@
 
 namespace jankbpf::cause {
 
+// What names the causes, read from /proc when the record arrived: the
+// process may be gone by the time the record is finished.
+struct Prefetched {
+  std::map<uint64_t, std::string> where;  // address -> where it lies
+  std::map<int, std::string> fd_paths;
+  std::map<pid_t, std::string> comms;     // threads of the process named, by tid
+};
+
 struct Evidence {
   std::optional<jb_cause_event> causes;  // none: never off the CPU in the task
   std::vector<jb_subject_event> subjects;
+  Prefetched live;
 };
 
 // Bounded: records whose task record never comes (lost in a full ring, a
@@ -29,7 +39,8 @@ class EvidenceStore {
   static constexpr size_t kMaxTasks = 1024;        // (tid, seq) pairs held at once
   static constexpr size_t kMaxSubjectsPerTask = 16;
 
-  void add_causes(const jb_cause_event& e);
+  // Returns the task's evidence, for prefetch().
+  Evidence& add_causes(const jb_cause_event& e);
   void add_subject(const jb_subject_event& e);
   // The evidence of (tid, seq), removed; older entries of the same thread go too.
   Evidence take(pid_t tid, uint64_t seq);

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "cause/evidence.h"
+#include "cause/syscalls.h"
 #include "stack/maps.h"
 #include "util/fd.h"
 #include "util/log.h"
@@ -77,8 +79,14 @@ std::string ProcIdentities::fd_path(pid_t pid, int fd) {
 std::string ProcIdentities::address_where(pid_t pid, uint64_t addr) {
   if (pid <= 0 || !addr) return "";
   std::string text;
-  if (!stack::read_small_file("/proc/" + std::to_string(pid) + "/maps", text, 8u << 20)) return "";
-  auto maps = stack::ProcMaps::parse(text);
+  if (!stack::read_small_file("/proc/" + std::to_string(pid) + "/maps", text, 8u << 20)) {
+    const stack::ProcMaps* known = maps_of_ ? maps_of_(maps_ctx_, pid) : nullptr;
+    return known ? where_in(*known, addr) : "";
+  }
+  return where_in(stack::ProcMaps::parse(text), addr);
+}
+
+std::string where_in(const stack::ProcMaps& maps, uint64_t addr) {
   const auto* m = maps.find(addr);
   if (!m) return "";
   char off[32];
@@ -192,6 +200,46 @@ CgroupInfo ProcIdentities::cgroup(uint64_t id, uint32_t hierarchy) {
   out.quota = quota_text(read_at(dir.get(), "cpu.max"), read_at(dir.get(), "cpu.cfs_quota_us"),
                          read_at(dir.get(), "cpu.cfs_period_us"));
   return out;
+}
+
+void prefetch(Prefetched& out, const jb_cause_event& e, Identities& live) {
+  const pid_t pid = static_cast<pid_t>(e.hdr.pid);
+  for (uint32_t i = 0; i < e.nslices && i < JB_CAUSE_SLOTS; i++) {
+    const jb_cause_slice& s = e.slices[i];
+    const bool compat = s.flags & JB_CSF_COMPAT;
+    // Only what was found: a miss is looked up again later (other sources).
+    if (s.kind == JB_CAUSE_LOCK && s.arg0 && !out.where.count(s.arg0))
+      if (std::string w = live.address_where(pid, s.arg0); !w.empty()) out.where[s.arg0] = w;
+    if (!compat && s.nr >= 0 && first_arg_is_fd(s.nr) && s.arg0 < (1u << 30)) {
+      const int fd = static_cast<int>(s.arg0);
+      if (!out.fd_paths.count(fd))
+        if (std::string path = live.fd_path(pid, fd); !path.empty()) out.fd_paths[fd] = path;
+    }
+    for (uint32_t tid : {s.claim, static_cast<uint32_t>(s.waker_pid) == e.hdr.pid ? s.waker_tid : 0u})
+      if (tid && tid < (1u << 22) && !out.comms.count(static_cast<pid_t>(tid)))
+        if (std::string comm = live.thread_comm(pid, static_cast<pid_t>(tid)); !comm.empty())
+          out.comms[static_cast<pid_t>(tid)] = comm;
+    if (out.comms.size() > 64) break;
+  }
+}
+
+std::string PrefetchedIdentities::thread_comm(pid_t pid, pid_t tid) {
+  auto it = p_.comms.find(tid);
+  return it != p_.comms.end() ? it->second : fallback_.thread_comm(pid, tid);
+}
+
+bool PrefetchedIdentities::thread_in(pid_t pid, pid_t tid) {
+  return p_.comms.count(tid) || fallback_.thread_in(pid, tid);
+}
+
+std::string PrefetchedIdentities::fd_path(pid_t pid, int fd) {
+  auto it = p_.fd_paths.find(fd);
+  return it != p_.fd_paths.end() ? it->second : fallback_.fd_path(pid, fd);
+}
+
+std::string PrefetchedIdentities::address_where(pid_t pid, uint64_t addr) {
+  auto it = p_.where.find(addr);
+  return it != p_.where.end() ? it->second : fallback_.address_where(pid, addr);
 }
 
 }  // namespace jankbpf::cause

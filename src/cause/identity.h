@@ -13,6 +13,12 @@
 #include <string>
 #include <utility>
 
+#include "jankbpf/events.h"
+
+namespace jankbpf::stack {
+class ProcMaps;
+}
+
 namespace jankbpf::cause {
 
 struct CgroupInfo {
@@ -37,9 +43,18 @@ class Identities {
   virtual CgroupInfo cgroup(uint64_t id, uint32_t hierarchy) = 0;
 };
 
+// Where addr lies in these maps (see Identities::address_where).
+std::string where_in(const stack::ProcMaps& maps, uint64_t addr);
+
 // The real thing, on /proc. Not thread-safe (the reporter thread owns it).
+// known_maps: maps read earlier (the unwinder's), for a process gone since.
 class ProcIdentities : public Identities {
  public:
+  using MapsOf = const stack::ProcMaps* (*)(void* ctx, pid_t pid);
+  void set_known_maps(MapsOf fn, void* ctx) {
+    maps_of_ = fn;
+    maps_ctx_ = ctx;
+  }
   std::string thread_comm(pid_t pid, pid_t tid) override;
   bool thread_in(pid_t pid, pid_t tid) override;
   std::string fd_path(pid_t pid, int fd) override;
@@ -47,10 +62,35 @@ class ProcIdentities : public Identities {
   CgroupInfo cgroup(uint64_t id, uint32_t hierarchy) override;
 
  private:
+  MapsOf maps_of_ = nullptr;
+  void* maps_ctx_ = nullptr;
   // Mount point and fs text of each cgroup hierarchy, found once.
   bool mounts_read_ = false;
   std::map<uint32_t, std::pair<std::string, std::string>> mounts_;
   void read_mounts();
+};
+
+struct Prefetched;
+
+// Reads what the slices of a cause record will need while the process is
+// still there (on the ring thread, at the record's arrival): where lock
+// addresses lie, what fds are, the names of the threads of the process
+// they name. A few small /proc reads; the maps only for lock slices.
+void prefetch(Prefetched& out, const jb_cause_event& e, Identities& live);
+
+// Answers from a prefetch first, from `fallback` for anything else.
+class PrefetchedIdentities : public Identities {
+ public:
+  PrefetchedIdentities(const Prefetched& p, Identities& fallback) : p_(p), fallback_(fallback) {}
+  std::string thread_comm(pid_t pid, pid_t tid) override;
+  bool thread_in(pid_t pid, pid_t tid) override;
+  std::string fd_path(pid_t pid, int fd) override;
+  std::string address_where(pid_t pid, uint64_t addr) override;
+  CgroupInfo cgroup(uint64_t id, uint32_t hierarchy) override { return fallback_.cgroup(id, hierarchy); }
+
+ private:
+  const Prefetched& p_;
+  Identities& fallback_;
 };
 
 // For tests and the fuzz target: the parsers behind ProcIdentities.

@@ -25,9 +25,11 @@
  *   {"ready":true,"pid","tid","holder_tid","peer_pid","peer_tid","chainb_pid",
  *    "chainb_tid","chainc_tid","hog_pid","cpu","lock_addr","chain_lock_addr"}
  *   {"task":K,"kind","arg","begin_ns","end_ns","wait_ns"}  wait_ns: the time
- *     the cause itself took, by the app's own measure (lock and peer: around
- *     the blocking call; hog: schedstat run_delay gained; sleep: around
- *     nanosleep; quota: the cgroup's throttled time gained)
+ *     the cause itself took, by the app's own measure: lock, peer, chain,
+ *     sleep: the time asleep in the step (its wall time less the CPU time
+ *     and the run-queue delay its schedstat gained: the queueing after a
+ *     wakeup is not the cause's); hog: the run_delay gained; quota: the
+ *     cgroup's throttled time gained
  *   {"done":true}
  */
 #define _GNU_SOURCE
@@ -105,6 +107,32 @@ static void write_full(int fd, const void *buf, size_t n)
 		die("write");
 }
 
+/* This thread's schedstat: CPU time and run-queue delay, ns. */
+struct sched_snap {
+	uint64_t wall, run, delay;
+};
+
+static struct sched_snap snap(void)
+{
+	char path[64], buf[128];
+	unsigned long long run = 0, delay = 0;
+	snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", gettid_());
+	FILE *f = fopen(path, "r");
+	if (!f || !fgets(buf, sizeof buf, f) || sscanf(buf, "%llu %llu", &run, &delay) != 2)
+		die("schedstat");
+	fclose(f);
+	return (struct sched_snap){now_ns(), run, delay};
+}
+
+static uint64_t run_delay_ns(void) { return snap().delay; }
+
+/* The time asleep between two snapshots. */
+static uint64_t asleep_ns(struct sched_snap a, struct sched_snap b)
+{
+	uint64_t wall = b.wall - a.wall, busy = (b.run - a.run) + (b.delay - a.delay);
+	return wall > busy ? wall - busy : 0;
+}
+
 /* ---- lock: a worker holds the mutex while it computes -------------------- */
 
 /*
@@ -146,11 +174,11 @@ static void plan_hold(uint64_t task_ns, unsigned ms)
 
 static NOINLINE uint64_t do_lock(void)
 {
-	uint64_t t0 = now_ns();
+	struct sched_snap s0 = snap();
 	pthread_mutex_lock(&lock_m);
-	uint64_t t1 = now_ns();
+	struct sched_snap s1 = snap();
 	pthread_mutex_unlock(&lock_m);
-	return t1 - t0;
+	return asleep_ns(s0, s1);
 }
 
 /* ---- peer and chain: a request to another process ------------------------ */
@@ -251,9 +279,11 @@ static uint64_t round_trip(struct child *c, unsigned ms)
 
 static NOINLINE uint64_t do_peer(struct child *c, unsigned ms)
 {
+	struct sched_snap s0 = snap();
 	for (int i = 0; i < 3; i++)
 		round_trip(c, 0);
-	return round_trip(c, ms);
+	round_trip(c, ms);
+	return asleep_ns(s0, snap());
 }
 
 /* ---- hog: a SCHED_FIFO process on our CPU -------------------------------- */
@@ -296,18 +326,6 @@ static struct hog start_hog(int cpu)
 	return h;
 }
 
-static uint64_t run_delay_ns(void)
-{
-	char path[64], buf[128];
-	unsigned long long run = 0, delay = 0;
-	snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", gettid_());
-	FILE *f = fopen(path, "r");
-	if (!f || !fgets(buf, sizeof buf, f) || sscanf(buf, "%llu %llu", &run, &delay) != 2)
-		die("schedstat");
-	fclose(f);
-	return delay;
-}
-
 static NOINLINE uint64_t do_hog(struct hog *h, unsigned ms)
 {
 	uint64_t d0 = run_delay_ns();
@@ -323,10 +341,10 @@ static NOINLINE uint64_t do_hog(struct hog *h, unsigned ms)
 NOINLINE uint64_t nap_here(unsigned ms)
 {
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	uint64_t t0 = now_ns();
+	struct sched_snap s0 = snap();
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
-	return now_ns() - t0;
+	return asleep_ns(s0, snap());
 }
 
 /* ---- quota: the cgroup's own count of its throttled time ----------------- */
