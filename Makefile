@@ -189,7 +189,8 @@ FUZZ_CXXFLAGS := -std=c++20 -O2 -g -fno-omit-frame-pointer $(FUZZ_SAN) \
 	-Iinclude -Isrc -I$(FUZZ_OUT) -MMD -MP
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_maps fuzz_perf_map fuzz_perf_sample fuzz_config fuzz_elf_notes \
-	fuzz_marker_spec fuzz_stack_tree fuzz_json_sink fuzz_python_frames fuzz_v8_frames fuzz_kernel_funcs
+	fuzz_marker_spec fuzz_stack_tree fuzz_json_sink fuzz_python_frames fuzz_v8_frames fuzz_kernel_funcs \
+	fuzz_causes
 # What each target links, beyond its harness (src/ paths without .cpp).
 FUZZ_SRCS_fuzz_maps := stack/maps util/safe_open
 FUZZ_SRCS_fuzz_perf_map := stack/perf_map stack/maps util/safe_open
@@ -207,6 +208,10 @@ FUZZ_SRCS_fuzz_python_frames := runtime/python_frames runtime/python_layout
 FUZZ_SRCS_fuzz_v8_frames := runtime/v8_frames runtime/v8_layout util/clock
 FUZZ_SRCS_fuzz_kernel_funcs := bpf/kernel_funcs
 FUZZ_LIBS_fuzz_kernel_funcs := -lbpf -lelf -lz
+# Attribution builds stack trees of the followed threads' samples.
+FUZZ_SRCS_fuzz_causes := $(FUZZ_SRCS_fuzz_stack_tree) cause/attribute cause/why cause/syscalls cause/stack_source \
+	cause/identity cause/evidence cause/irq_text
+FUZZ_LIBS_fuzz_causes := $(FUZZ_LIBS_fuzz_stack_tree)
 
 $(FUZZ_OUT)/obj/%.o: src/%.cpp
 	@mkdir -p $(dir $@)

@@ -39,6 +39,7 @@ max_len() {
     fuzz_stack_tree|fuzz_json_sink) echo 4096 ;;
     fuzz_python_frames) echo 16384 ;;  # a few thread states, frames, code objects
     fuzz_kernel_funcs) echo 32768 ;;  # a BTF blob of a few hundred types
+    fuzz_causes) echo 16384 ;;  # mountinfo or kallsyms text; a cause record and 16 subjects
   esac
 }
 
@@ -67,6 +68,9 @@ st = (1 << 1) | (1 << 2) | (1 << 13)
 body = struct.pack('<IIQ', 1, 1, 7) + struct.pack('<Q', 65535 - 8 - 24 - 16) 
 body += b'\xaa' * (65535 - 8 - len(body) - 8) + struct.pack('<Q', 1 << 20)
 put('fuzz_perf_sample', 'record_64k', struct.pack('<QQ', st, 0) + struct.pack('<IHH', 9, 0, 8 + len(body)) + body)
+# A kernel's worth of kallsyms (irq_text_chunks sorts them all).
+put('fuzz_causes', 'kallsyms_200k', b'\x01' + b''.join(b'%x %s %s\n' % (0xffffffff81000000 + i * 0x40, b'tT'[i % 2:i % 2 + 1],
+                                                        b'sysvec_%d' % i if i % 50 == 0 else b'f%d' % i) for i in range(200000)))
 put('fuzz_config', 'nested_64k', b'{"log_type":' + b'[' * 30000 + b']' * 30000 + b'}')
 put('fuzz_config', 'over_64k', b'{"log_type":"' + b'1' * 70000 + b'"}')
 def note(name, typ, desc):
