@@ -73,8 +73,13 @@ struct jb_cause_open {
 	__u8 phase;       /* JB_CPH_* */
 	__u8 throttled;
 	__u8 watched;     /* its subjects were registered */
-	__u8 pad;
+	__u8 early;       /* a waking came before its switch-out: in early_* */
 	char waker_comm[JB_COMM_LEN];
+	/* A wakeup can be traced after the thread set its sleeping state and
+	 * before its switch-out is (it is still in schedule()): kept here for
+	 * the switch-out to adopt. */
+	__u32 early_flags, early_pid, early_tid;
+	char early_comm[JB_COMM_LEN];
 };
 
 #define JB_PEERS 4     /* threads that woke it before: likely peers */
@@ -769,8 +774,7 @@ __noinline int jb_subject_out(__u32 tid, __u32 tgid, __u64 st_pre, __u64 now)
 	s->wait_nr = o.nr;
 	s->wait_addr = o.arg0;
 	s->wait_claim = o.claim;
-	s->flags = o.flags;
-	s->waker_pid = s->waker_tid = 0;
+	s->flags = o.flags | (s->flags & (JB_CSF_WOKEN | JB_CSF_IRQ | JB_CSF_KTHREAD));
 	if (s->role == JB_SUBJ_CHAIN || s->chain || !o.claim)
 		return 0;
 	w.seq = s->watcher_seq;
@@ -910,11 +914,12 @@ __noinline int jb_cause_out(struct jb_causes *cs, struct jb_cctx *c)
 	o->flags = 0;
 	o->waker_pid = o->waker_tid = 0;
 	o->waker_comm[0] = 0;
-	o->cgroup_id = 0;
+	o->cgroup_id = 0;  /* (early_* stay: adopted below) */
 	o->hierarchy_id = 0;
 	o->throttled = 0;
 	o->watched = 0;
 	if (c->state == JB_ST_RUNNABLE) { /* preempted, or yielded while runnable */
+		o->early = 0;  /* a waking that made it runnable again before it left */
 		o->phase = JB_CPH_QUEUED;
 		o->q_ns = c->now;
 		if (c->preempt) {
@@ -932,6 +937,13 @@ __noinline int jb_cause_out(struct jb_causes *cs, struct jb_cctx *c)
 		o->flags |= JB_CSF_BLOCKED;
 	__sync_fetch_and_add(&cause_asleep_nr, 1);
 	syscall_evidence(o, c->tid);
+	if (o->early) { /* woken while it was still going to sleep */
+		o->early = 0;
+		o->flags |= o->early_flags;
+		o->waker_pid = o->early_pid;
+		o->waker_tid = o->early_tid;
+		__builtin_memcpy(o->waker_comm, o->early_comm, sizeof(o->waker_comm));
+	}
 	if (c->early)
 		jb_subjects_watch(cs, c);
 	return 0;
@@ -944,9 +956,19 @@ __noinline int jb_cause_waker(struct jb_causes *cs, struct jb_cctx *c, __u32 fla
 	struct jb_cause_open *o;
 	__u64 id = bpf_get_current_pid_tgid();
 
-	if (!cs || !c || cs->ev.seq != c->seq || cs->open.phase != JB_CPH_ASLEEP)
+	if (!cs || !c || cs->ev.seq != c->seq)
 		return 0;
 	o = &cs->open;
+	if (o->phase == JB_CPH_NONE) { /* still in schedule(): for its switch-out */
+		o->early = 1;
+		o->early_flags = JB_CSF_WOKEN | flags;
+		o->early_pid = flags & JB_CSF_IRQ ? 0 : id >> 32;
+		o->early_tid = flags & JB_CSF_IRQ ? 0 : (__u32)id;
+		bpf_get_current_comm(&o->early_comm, sizeof(o->early_comm));
+		return 0;
+	}
+	if (o->phase != JB_CPH_ASLEEP)
+		return 0;
 	o->flags |= JB_CSF_WOKEN | flags;
 	if (flags & JB_CSF_IRQ)
 		return 0;
@@ -999,6 +1021,7 @@ __noinline int jb_cause_in(struct jb_causes *cs, struct jb_cctx *c)
 	if (!cs || !c || cs->ev.seq != c->seq || !cs->open.phase)
 		return 0;
 	o = &cs->open;
+	o->early = 0;
 	if (o->phase == JB_CPH_ASLEEP) { /* its wakeup went unseen: all asleep */
 		kind = asleep_kind(o, &key);
 		jb_cause_charge(&cs->ev, o, kind, key, c->now - o->off_ns);
@@ -1145,7 +1168,7 @@ static __noinline void cause_waking(void *ctx, struct task_struct *p, __u32 tid,
 	struct jb_cctx c = {};
 	__u32 flags = 0;
 
-	if (!cs || cs->open.phase != JB_CPH_ASLEEP)
+	if (!cs || cs->open.phase == JB_CPH_QUEUED)
 		return;
 	if (waker_in_interrupt(ctx))
 		flags = JB_CSF_IRQ;

@@ -195,7 +195,9 @@ static __always_inline void waking_hook(void *ctx, bool btf, struct task_struct 
 		return;
 	if (t->offcpu_pending && long_tasks > 0)
 		capture_waker(ctx, tid, t);
-	if (causes_enabled && t->in_task && cause_asleep_nr > 0)
+	/* Asleep, or (while some task is long) still going to sleep: a waking
+	 * can come before its switch-out is traced (causes.bpf.h, early_*). */
+	if (causes_enabled && t->in_task && (cause_asleep_nr > 0 || long_tasks > 0))
 		cause_waking(ctx, p, tid, t);
 }
 

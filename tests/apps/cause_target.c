@@ -17,6 +17,12 @@
  *     quota:MS  spin for MS ms of wall time (run it in a cgroup with a cpu
  *               quota: the throttled time is read from the cgroup's cpu.stat)
  *     spin:MS   spin MS ms
+ *   hostile input (tests/e2e/test_causes.py):
+ *     junk:MS   a futex wait on a word shaped like a glibc mutex whose
+ *               __owner names --junk-owner TID (another process's thread);
+ *               the holder thread wakes it after MS ms
+ *     storm:MS  a futex wait ended after MS ms, meanwhile woken thousands
+ *               of times by four threads (it waits again each time)
  * A task runs from one epoll_wait return (a timerfd, every --gap ms, 250 by
  * default) to the next entry. Peer and chain tasks first make three short
  * round trips, so the peer has woken the loop before the long one.
@@ -43,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -179,6 +186,92 @@ static NOINLINE uint64_t do_lock(void)
 	struct sched_snap s1 = snap();
 	pthread_mutex_unlock(&lock_m);
 	return asleep_ns(s0, s1);
+}
+
+/* ---- hostile: a forged owner, a storm of wakeups --------------------------- */
+
+static long futex(atomic_int *uaddr, int op, int val)
+{
+	return syscall(SYS_futex, uaddr, op, val, NULL, NULL, 0);
+}
+
+/* Shaped like pthread_mutex_t: the word, __count, __owner. */
+static struct {
+	atomic_int word;
+	unsigned count;
+	int owner;
+} forged;
+static int junk_owner = 1;
+
+struct waker_job {
+	atomic_int *word;
+	uint64_t at_ns;    /* junk: wake once then */
+	atomic_int stop;   /* storm: until this is set */
+};
+static struct waker_job junk_job;
+
+static void *junk_waker(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "junkwaker");
+	struct timespec ts = {(time_t)(junk_job.at_ns / 1000000000ull), (long)(junk_job.at_ns % 1000000000ull)};
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+	atomic_store(junk_job.word, 0);
+	futex(junk_job.word, FUTEX_WAKE_PRIVATE, 1);
+	return NULL;
+}
+
+static NOINLINE uint64_t do_junk(unsigned ms)
+{
+	pthread_t t;
+	forged.owner = junk_owner;
+	atomic_store(&forged.word, 2);
+	junk_job.word = &forged.word;
+	junk_job.at_ns = now_ns() + ms * 1000000ull;
+	if (pthread_create(&t, NULL, junk_waker, NULL))
+		die("junk waker");
+	struct sched_snap s0 = snap();
+	while (atomic_load(&forged.word) == 2)
+		futex(&forged.word, FUTEX_WAIT_PRIVATE, 2);
+	uint64_t asleep = asleep_ns(s0, snap());
+	pthread_join(t, NULL);
+	return asleep;
+}
+
+static atomic_int storm_word;
+static atomic_int storm_stop;
+
+static void *storm_main(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "stormer");
+	while (!atomic_load(&storm_stop)) {
+		futex(&storm_word, FUTEX_WAKE_PRIVATE, 1);
+		sched_yield();
+	}
+	return NULL;
+}
+
+static NOINLINE uint64_t do_storm(unsigned ms)
+{
+	pthread_t t[4];
+	uint64_t until = now_ns() + ms * 1000000ull;
+	atomic_store(&storm_stop, 0);
+	atomic_store(&storm_word, 1);
+	for (int i = 0; i < 4; i++)
+		if (pthread_create(&t[i], NULL, storm_main, NULL))
+			die("stormer");
+	struct sched_snap s0 = snap();
+	while (now_ns() < until) {
+		struct timespec rel = {0, 1000000}; /* wait again, bounded: the storm wakes it anyway */
+		syscall(SYS_futex, &storm_word, FUTEX_WAIT_PRIVATE, 1, &rel, NULL, 0);
+	}
+	uint64_t asleep = asleep_ns(s0, snap());
+	atomic_store(&storm_stop, 1);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	return asleep;
 }
 
 /* ---- peer and chain: a request to another process ------------------------ */
@@ -423,6 +516,8 @@ int main(int argc, char **argv)
 			gap = (unsigned)atoi(argv[first + 1]);
 		else if (strcmp(argv[first], "--cpu") == 0)
 			cpu = atoi(argv[first + 1]);
+		else if (strcmp(argv[first], "--junk-owner") == 0)
+			junk_owner = atoi(argv[first + 1]);
 		else
 			break;
 		first += 2;
@@ -512,6 +607,10 @@ int main(int argc, char **argv)
 			wait = do_quota(ms);
 		else if (!strcmp(kind, "spin"))
 			crunch_b(ms);
+		else if (!strcmp(kind, "junk"))
+			wait = do_junk(ms);
+		else if (!strcmp(kind, "storm"))
+			wait = do_storm(ms);
 		else {
 			fprintf(stderr, "cause_target: unknown step '%s'\n", kind);
 			return 2;

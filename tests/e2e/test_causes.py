@@ -250,3 +250,54 @@ def test_without_causes_the_record_has_none():
     (j,) = jb.of_type("jank")
     assert "cause" not in j and "why" not in j
     assert "causes" in jb.summary()["features_missing"]
+
+
+# ---- hostile input ----------------------------------------------------------
+
+
+def test_a_forged_owner_is_never_named():
+    """A futex word whose __owner names another process's thread (pid 1,
+    and jankbpf's own): the claim is not believed, that process never
+    named; the thread that really woke the loop is, as a peer."""
+    for junk in (1, os.getpid()):
+        argv = [APP, "--start-delay", str(START_DELAY), "--junk-owner", str(junk), "junk:300", "spin:5"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        ready = json.loads(proc.stdout.readline())
+        try:
+            jb = Jankbpf("--pid", str(ready["pid"]), "--ignore-startup-time", IGNORE)
+            tasks = []
+            for line in proc.stdout:
+                d = json.loads(line)
+                if d.get("done"):
+                    break
+                tasks.append(d)
+            assert jb.wait(30) == 0, jb.stderr
+        finally:
+            proc.kill()
+            proc.wait(10)
+        j = jank_of(jb.of_type("jank"), tasks[0])
+        assert_sums(j)
+        c = top(j, "peer")
+        assert "owner" not in c
+        assert c["peer"]["comm"] == "junkwaker" and c["peer"]["pid"] == ready["pid"], c
+        assert within_10pct(c["ms"], tasks[0]["wait_ns"]), (c["ms"], tasks[0])
+        assert f"[{junk}]" not in j["why"], j["why"]
+
+
+def test_a_storm_of_wakeups_stays_bounded_and_exact():
+    """Four threads wake the loop's futex thousands of times: the record
+    stays a handful of slices, the asleep ones summing exactly to the
+    state split's sleeping time. (Not to the app's schedstat measure: with
+    thousands of ~10 µs stretches, where each begins and ends differs
+    from schedstat's by fractions of a µs, a few ms in all.)"""
+    tasks, ready, janks = run(["storm:300", "storm:300"])
+    for task in tasks:
+        j = jank_of(janks, task)
+        assert_sums(j)
+        assert len(j["cause"]) <= 8 + 11 + 1, j["cause"]
+        asleep = sum(c["ms"] for c in j["cause"] if c.get("state") in ("sleeping", "blocked_io"))
+        st = j["state_ms"]
+        assert abs(asleep - (st["sleeping"] + st["blocked_io"])) <= 0.05, (asleep, st)
+        peers = [c for c in j["cause"] if c["kind"] == "peer"]
+        assert peers and all(c["peer"]["comm"] == "stormer" for c in peers), j["cause"]
+        assert max(c["count"] for c in peers) > 1000  # the storm was seen, merged into one slice
