@@ -198,7 +198,8 @@ FUZZ_CXXFLAGS := -std=c++20 -O2 -g -fno-omit-frame-pointer $(FUZZ_SAN) \
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_maps fuzz_perf_map fuzz_perf_sample fuzz_config fuzz_elf_notes \
 	fuzz_marker_spec fuzz_stack_tree fuzz_json_sink fuzz_python_frames fuzz_v8_frames fuzz_kernel_funcs \
-	fuzz_stack_log fuzz_report_jsonl fuzz_hotspot_frames
+	fuzz_stack_log fuzz_report_jsonl fuzz_hotspot_frames \
+	fuzz_causes
 # What each target links, beyond its harness (src/ paths without .cpp).
 FUZZ_SRCS_fuzz_maps := stack/maps util/safe_open
 FUZZ_SRCS_fuzz_perf_map := stack/perf_map stack/maps util/safe_open util/budget
@@ -222,6 +223,10 @@ FUZZ_LIBS_fuzz_kernel_funcs := -lbpf -lelf -lz
 # `jankbpf report`'s readers (issue 26): stack logs, and JSON lines.
 FUZZ_SRCS_fuzz_stack_log := report/sampled report/run report/perfetto report/protobuf
 FUZZ_SRCS_fuzz_report_jsonl := report/jsonl_reader report/sampled report/run report/input_file util/safe_open
+# Attribution builds stack trees of the followed threads' samples.
+FUZZ_SRCS_fuzz_causes := $(FUZZ_SRCS_fuzz_stack_tree) cause/attribute cause/why cause/syscalls cause/stack_source \
+	cause/identity cause/evidence cause/irq_text
+FUZZ_LIBS_fuzz_causes := $(FUZZ_LIBS_fuzz_stack_tree)
 
 $(FUZZ_OUT)/obj/%.o: src/%.cpp
 	@mkdir -p $(dir $@)

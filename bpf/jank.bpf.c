@@ -11,6 +11,7 @@
  *   common.bpf.h      shared steps: find/track a thread, count, reserve a record
  *   record_rate.bpf.h --record-rate(-uid): which long tasks may be reported
  *   accounting.bpf.h  the running/runnable/sleeping/blocked split
+ *   causes.bpf.h      why it was not running: slices, CPU thieves, subjects
  *   tasks.bpf.h       begin and end of a task, its record
  *   stacks.bpf.h      sample slots, off-CPU captures, wakers
  *   watchdog.bpf.h    crossing, trace bound and hang of a running task
@@ -42,6 +43,7 @@
 #include "common.bpf.h"
 #include "record_rate.bpf.h"
 #include "accounting.bpf.h"
+#include "causes.bpf.h"
 #include "tasks.bpf.h"
 #include "stacks.bpf.h"
 #include "watchdog.bpf.h"
@@ -316,8 +318,13 @@ int jb_sample(void *ctx)
 
 	__u64 now = bpf_ktime_get_ns();
 
-	if (!t || !take_sample_slot(t, now))
+	if (!t || !take_sample_slot(t, now)) {
+		/* An owner or peer a long task waits for (causes.bpf.h). */
+		if (causes_enabled && subjects_nr > 0 &&
+		    jb_subject_sample(tid, bpf_get_current_pid_tgid() >> 32, now))
+			return 1;
 		return 0;
+	}
 	stat_inc(JB_STAT_SAMPLES);
 	if (bpf_map_lookup_elem(&eager_pids, &t->pid)) {
 		/* The ring's wakeup runs after this handler has written the sample. */

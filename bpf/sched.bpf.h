@@ -44,13 +44,18 @@ static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struc
 			long st = task_state(btf, prev);
 			t->state = st == 0 ? JB_ST_RUNNABLE : sleep_state(st);
 		}
+		if (causes_enabled && t->in_task)
+			cause_switch_out(prev, prev_tid, t, now, preempt);
 	}
+	causes_any_switch(btf, preempt, prev, next, &now);
 	t = sched_thread_of(btf, next, &next_tid);
 	if (t) {
 		if (t->in_task) {
 			if (!now)
 				now = bpf_ktime_get_ns();
 			account(t, now);
+			if (causes_enabled)
+				cause_switch_in(next, next_tid, t, now);
 		}
 		t->state = JB_ST_RUNNING;
 	}
@@ -61,16 +66,22 @@ static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struc
 static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 {
 	__u32 tid;
-	struct jb_thread *t = sched_thread_of(btf, p, &tid);
+	struct jb_thread *t;
 
+	if (causes_enabled && subjects_nr > 0)
+		jb_subject_wakeup(TASK_FIELD(btf, p, pid));
+	t = sched_thread_of(btf, p, &tid);
 	if (!t || t->state < JB_ST_SLEEPING)
 		return;
 	if (t->in_task) {
 		struct sched_counts c;
+		__u64 now = bpf_ktime_get_ns();
 
-		account(t, bpf_ktime_get_ns());
+		account(t, now);
 		TASK_COUNTS(btf, p, c);
 		snapshot(t, &c);
+		if (causes_enabled)
+			cause_wakeup(p, tid, t, now);
 	}
 	t->state = JB_ST_RUNNABLE;
 	/*
@@ -101,6 +112,8 @@ static __always_inline void on_exit(bool btf, struct task_struct *task)
 	if (t) {
 		if (t->in_task)
 			end_task(t, tid, JB_TASKF_UNRECOVERED);
+		if (causes_enabled)
+			causes_forget(task, tid);
 		thread_forget(task, tid);
 	}
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
@@ -185,13 +198,22 @@ static __always_inline void waking_hook(void *ctx, bool btf, struct task_struct 
 	__u32 tid;
 	struct jb_thread *t;
 
-	/* A capture awaits its waker only inside a long task: while there is
-	 * none (nearly always), every wakeup on the machine stops here. */
-	if (long_tasks <= 0)
+	/* A capture awaits its waker only inside a long task, a cause only
+	 * while a watched thread sleeps inside one: while neither (nearly
+	 * always), every wakeup on the machine stops here. */
+	if (long_tasks <= 0 && (!causes_enabled || (cause_asleep_nr <= 0 && subjects_nr <= 0)))
 		return;
+	if (causes_enabled && subjects_nr > 0)
+		subject_waking(ctx, TASK_FIELD(btf, p, pid));
 	t = sched_thread_of(btf, p, &tid);
-	if (t && t->offcpu_pending)
+	if (!t)
+		return;
+	if (t->offcpu_pending && long_tasks > 0)
 		capture_waker(ctx, tid, t);
+	/* Asleep, or (while some task is long) still going to sleep: a waking
+	 * can come before its switch-out is traced (causes.bpf.h, early_*). */
+	if (causes_enabled && t->in_task && (cause_asleep_nr > 0 || long_tasks > 0))
+		cause_waking(ctx, p, tid, t);
 }
 
 /*

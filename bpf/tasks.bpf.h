@@ -109,6 +109,8 @@ static __always_inline void end_task(struct jb_thread *t, __u32 tid, __u32 flags
 		count_refused(t->pid, t->uid);
 		return;
 	}
+	if (causes_enabled)  /* its causes go just before it */
+		causes_send(state_in_task ? bpf_get_current_task_btf() : NULL, tid, t, now, false);
 	e = reserve_event(sizeof(*e));
 	if (!e)
 		return;

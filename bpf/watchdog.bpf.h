@@ -25,8 +25,10 @@ static __always_inline bool recorded_on_cpu(struct jb_thread *t)
 	return t->state == JB_ST_RUNNING || t->state == JB_ST_RUNNABLE;
 }
 
-/* on_cpu: the thread is running or queued, so its task may go on. */
-static __always_inline __u64 check_thread(__u32 tid, struct jb_thread *t, __u64 now, bool on_cpu)
+/* on_cpu: the thread is running or queued, so its task may go on. task:
+ * the thread's task_struct where the caller has one (for its causes). */
+static __always_inline __u64 check_thread(struct task_struct *task, __u32 tid, struct jb_thread *t,
+					  __u64 now, bool on_cpu)
 {
 	__u64 next = 0;
 
@@ -58,10 +60,13 @@ static __always_inline __u64 check_thread(__u32 tid, struct jb_thread *t, __u64 
 	}
 	if (!t->hung && elapsed >= hang_ns) {
 		t->hung = 1;
-		if (record_allowed(t, now))
+		if (record_allowed(t, now)) {
+			if (causes_enabled)  /* its causes so far go just before it */
+				causes_send(task, tid, t, now, true);
 			emit_task(JB_EV_HANG, tid, t, now);
-		else
+		} else {
 			count_refused(t->pid, t->uid);
+		}
 	}
 
 	/*
@@ -101,7 +106,11 @@ static __always_inline __u64 timer_check(struct task_struct *task, __u32 tid, st
 	 * watchdog to sleep while the task goes on.
 	 */
 	bool on_cpu = task ? task_state(true, task) == 0 : recorded_on_cpu(t);
-	__u64 next = check_thread(tid, t, bpf_ktime_get_ns(), on_cpu);
+	__u64 next = check_thread(task, tid, t, bpf_ktime_get_ns(), on_cpu);
+
+	/* Long while asleep: follow whom it waits for from now (causes.bpf.h). */
+	if (causes_enabled && t->early && t->state >= JB_ST_SLEEPING)
+		causes_turned_long(task, tid, t);
 
 	/* Task storage needs the task; the tid stash does not. */
 	if (offcpu_enabled && (task || !state_in_task))
@@ -214,7 +223,9 @@ static long scan_one(void *map, __u32 *tid, __u8 *unused, void *ctx)
 
 	if (!t)
 		return 0;
-	check_thread(*tid, t, bpf_ktime_get_ns(), recorded_on_cpu(t));
+	check_thread(NULL, *tid, t, bpf_ktime_get_ns(), recorded_on_cpu(t));
+	if (causes_enabled && t->early && t->state >= JB_ST_SLEEPING)
+		causes_turned_long(NULL, *tid, t);
 	if (offcpu_enabled)
 		flush_stash(NULL, *tid, t);
 	return 0;

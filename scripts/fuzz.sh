@@ -50,6 +50,7 @@ max_len() {
     fuzz_v8_frames) echo 32768 ;;     # a 16 KB stack copy, then the heap it points into
     fuzz_stack_log|fuzz_report_jsonl) echo 16384 ;;  # a task's stack log; a few records
     fuzz_hotspot_frames) echo 32768 ;;  # registers, a stack copy, a small JVM's memory
+    fuzz_causes) echo 16384 ;;  # mountinfo or kallsyms text; a cause record and 16 subjects
     *) echo "fuzz: no -max_len for $1 (scripts/fuzz.sh max_len)" >&2; echo 4096 ;;
   esac
 }
@@ -79,6 +80,9 @@ st = (1 << 1) | (1 << 2) | (1 << 13)
 body = struct.pack('<IIQ', 1, 1, 7) + struct.pack('<Q', 65535 - 8 - 24 - 16) 
 body += b'\xaa' * (65535 - 8 - len(body) - 8) + struct.pack('<Q', 1 << 20)
 put('fuzz_perf_sample', 'record_64k', struct.pack('<QQ', st, 0) + struct.pack('<IHH', 9, 0, 8 + len(body)) + body)
+# A kernel's worth of kallsyms (irq_text_chunks sorts them all).
+put('fuzz_causes', 'kallsyms_200k', b'\x01' + b''.join(b'%x %s %s\n' % (0xffffffff81000000 + i * 0x40, b'tT'[i % 2:i % 2 + 1],
+                                                        b'sysvec_%d' % i if i % 50 == 0 else b'f%d' % i) for i in range(200000)))
 put('fuzz_config', 'nested_64k', b'{"log_type":' + b'[' * 30000 + b']' * 30000 + b'}')
 put('fuzz_config', 'over_64k', b'{"log_type":"' + b'1' * 70000 + b'"}')
 def note(name, typ, desc):

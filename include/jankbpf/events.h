@@ -50,6 +50,10 @@ enum jb_event_type {
 			     * switch-in arms the thread's timer */
 	JB_EV_FRAME = 12,   /* a Wayland client's frame event (struct
 			     * jb_frame_event, on the `frames` ring) */
+	JB_EV_CAUSE = 13,   /* why a task was not running: sent just before
+			     * its JB_EV_TASK_END or JB_EV_HANG */
+	JB_EV_SUBJECT = 14, /* a thread followed while a long task waited for
+			     * it (its owner, a peer): what it did meanwhile */
 };
 
 /* Where a watched thread is, for the per-task state breakdown. */
@@ -82,7 +86,10 @@ enum jb_thread_state {
 	X(TIMERS_FULL, timers_map_full, "watchdog timers not made: the `timers` map was full")           \
 	X(FRAME_EVENTS_LOST, frame_events_lost, "Wayland frame events lost: the `frames` ring was full")  \
 	X(FRAME_SAMPLES, frame_samples, "on-CPU samples of frames past their deadline")                 \
-	X(RECORD_RATE, records_rate_limited, "jank and hang records not sent: over --record-rate(-uid)")
+	X(RECORD_RATE, records_rate_limited, "jank and hang records not sent: over --record-rate(-uid)")          \
+	X(CAUSES_FULL, causes_full, "tasks without causes: the `cause_tid` map was full")                 \
+	X(SUBJECTS_FULL, subjects_full, "owners/peers not followed: the `subjects` map was full")          \
+	X(SUBJECT_SAMPLES_CAPPED, subject_samples_capped, "samples of owners/peers over their cap")
 
 #define JB_STAT_ENUM(id, field, meaning) JB_STAT_##id,
 enum jb_stat {
@@ -130,6 +137,138 @@ struct jb_task_event {
 	__u32 boundary;               /* enum jb_boundary */
 	__u32 marker_id;              /* with JB_BOUND_MARKER: which marker */
 	char runnable_name[JB_NAME_LEN]; /* read at the marker ("" if none) */
+};
+
+/*
+ * Causes (bpf/causes.bpf.h, src/cause/): the kinds a task's non-running
+ * time is split into. Their order is the priority order: a stretch of time
+ * whose evidence fits several kinds goes to the first.
+ */
+enum jb_cause_kind {
+	JB_CAUSE_NONE = 0,
+	JB_CAUSE_THROTTLED = 1,   /* cfs bandwidth: the task group's quota ran out */
+	JB_CAUSE_RECLAIM = 2,     /* direct reclaim */
+	JB_CAUSE_COMPACTION = 3,  /* direct compaction */
+	JB_CAUSE_FAULT = 4,       /* major page faults */
+	JB_CAUSE_IO = 5,          /* block I/O */
+	JB_CAUSE_KERNEL_LOCK = 6, /* a contended kernel lock */
+	JB_CAUSE_LOCK = 7,        /* a futex wait woken by a thread (a user lock) */
+	JB_CAUSE_PEER = 8,        /* another wait, woken by a thread or process */
+	JB_CAUSE_RUNNABLE = 9,    /* queued for a CPU */
+	JB_CAUSE_SLEEP = 10,      /* a timed sleep, a wait's timeout */
+	JB_CAUSE_OTHER = 11,      /* the rest */
+	JB_CAUSE_NR = 12,
+};
+
+/* Classes of syscalls the causes need to tell apart (cause_class_of_nr). */
+enum jb_syscall_class {
+	JB_SC_NONE = 0,
+	JB_SC_FUTEX = 1,        /* futex(2): the address, a wait op, an owner */
+	JB_SC_FUTEX_WAITV = 2,  /* futex_waitv(2) */
+	JB_SC_SLEEP = 3,        /* nanosleep, clock_nanosleep */
+	JB_SC_TIMED = 4,        /* poll family: a timeout may end it */
+};
+
+/* bits of jb_cause_slice.flags (of its longest stretch) */
+#define JB_CSF_WOKEN (1u << 0)      /* a sched_waking named the waker */
+#define JB_CSF_IRQ (1u << 1)        /* woken from an interrupt: never blamed */
+#define JB_CSF_FUTEX_WAIT (1u << 2) /* a futex wait op; claim read */
+#define JB_CSF_CLAIM_READ (1u << 3) /* the owner claim could be read */
+#define JB_CSF_PI (1u << 4)         /* a PI futex: the claim is the futex word's tid */
+#define JB_CSF_BLOCKED (1u << 5)    /* asleep in D (uninterruptible) */
+#define JB_CSF_PREEMPTED (1u << 6)  /* queued by a preemption, not a wakeup */
+#define JB_CSF_COMPAT (1u << 7)     /* a 32-bit syscall (its own numbers) */
+#define JB_CSF_FOREIGN (1u << 8)    /* subject: a claim naming another process's thread, not followed */
+#define JB_CSF_KTHREAD (1u << 9)    /* woken by a kernel thread: the kernel's doing, never blamed */
+
+/* bits of jb_cause_event.flags */
+#define JB_CEF_UNSEEN (1u << 0)     /* a stretch whose end went unseen was left out */
+#define JB_CEF_OPEN (1u << 1)       /* a hang: the stretch still open is counted to now */
+
+#define JB_CAUSE_SLOTS 8
+#define JB_CAUSE_TASKS 4
+
+/*
+ * One slice: a kind and an identity (key, by kind: throttled the cgroup's
+ * kernfs id, lock the futex address, peer pid << 32 | tid of the waker,
+ * sleep the syscall, other state << 32 | syscall, runnable 0), its time
+ * and stretches, and the evidence of its longest stretch.
+ */
+struct jb_cause_slice {
+	__u64 key;
+	__u64 ns;
+	__u64 max_ns;       /* its longest stretch */
+	__u64 max_off_ns;   /* that stretch's switch-out: pairs it with an off-CPU capture */
+	__u64 arg0, arg1;   /* that stretch's syscall arguments (lock: addr, op) */
+	__u64 cgroup_id;    /* throttled: the task group's cgroup (kernfs id) */
+	__u32 kind;         /* enum jb_cause_kind */
+	__u32 count;        /* stretches merged */
+	__s32 nr;           /* the syscall it slept in (-1: none) */
+	__u32 claim;        /* lock: the owner tid glibc's mutex names (a claim) */
+	__u32 waker_pid, waker_tid;
+	__u32 flags;        /* JB_CSF_* */
+	__u32 hierarchy_id; /* throttled: the cgroup's hierarchy (0: v2) */
+	char waker_comm[JB_COMM_LEN];
+};
+
+/* A task that ran on the CPU a watched thread queued on, meanwhile. */
+struct jb_cpu_task {
+	__u32 pid, tid;
+	__u64 ns;           /* 0: an empty entry */
+	char comm[JB_COMM_LEN];
+};
+
+/* The first JB_CAUSE_TASKS processes that ran there (by tgid), and the rest. */
+struct jb_cpu_tasks {
+	struct jb_cpu_task task[JB_CAUSE_TASKS];
+	__u64 other_ns;
+};
+
+/* JB_EV_CAUSE: hdr.pid/tid the thread; seq its task. */
+struct jb_cause_event {
+	struct jb_header hdr;
+	__u64 seq;
+	__u64 kind_ns[JB_CAUSE_NR];  /* every kind's total, slots or not */
+	__u32 nslices;
+	__u32 flags;                 /* JB_CEF_* */
+	__u32 preempted;             /* stretches begun by a preemption */
+	__u32 pad;
+	struct jb_cause_slice slices[JB_CAUSE_SLOTS];
+	struct jb_cpu_tasks cpu;     /* ran on the CPUs it queued on, meanwhile */
+};
+
+/* Why a subject was followed (jb_subject_event.role). */
+enum jb_subject_role {
+	JB_SUBJ_OWNER = 1,  /* the owner glibc's mutex names (a claim) */
+	JB_SUBJ_PEER = 2,   /* woke this thread before: a likely peer */
+	JB_SUBJ_CHAIN = 3,  /* the owner of the lock a subject itself waited on */
+};
+
+/*
+ * JB_EV_SUBJECT: hdr.pid/tid the watched thread; seq its task. A thread it
+ * may be waiting for, followed from since_ns to until_ns: its state split
+ * (the part before its first switch seen is inferred from that switch:
+ * switched out, it was running; switched in, queued; woken, asleep), the
+ * wait it slept in last and who woke it. Its samples are in the perf ring.
+ */
+struct jb_subject_event {
+	struct jb_header hdr;
+	__u64 seq;
+	__u64 since_ns, until_ns;
+	__u64 state_ns[JB_ST_NR];
+	__u64 wait_addr;       /* its own last wait: arg0 (futex address) */
+	__u32 tid, pid;        /* the subject; pid 0 when it never switched */
+	__u32 role;            /* enum jb_subject_role */
+	__u32 samples;         /* its samples let through */
+	__u32 samples_capped;  /* over the cap */
+	__s32 wait_nr;         /* the syscall it slept in last (-1: none) */
+	__u32 wait_claim;      /* that wait's owner claim */
+	__u32 waker_pid, waker_tid; /* who woke it during the watch */
+	__u32 via;             /* chain: the subject whose wait named it */
+	__u32 flags;           /* JB_CSF_* of its last wait and wakeup */
+	__u32 pad;
+	char comm[JB_COMM_LEN];
+	char waker_comm[JB_COMM_LEN];
 };
 
 /* JB_EV_EXIT */

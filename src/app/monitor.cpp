@@ -17,6 +17,8 @@
 
 #include "arch/regs.h"
 #include "bpf/test_seams.h"
+#include "cause/irq_text.h"
+#include "stack/maps.h"
 #include "jankbpf/events.h"
 #include "util/log.h"
 #include "util/budget.h"
@@ -66,6 +68,25 @@ Monitor::Monitor(Options opts, std::unique_ptr<JsonLinesOutput> out)
 // thread must not outlive the keeper it writes.
 Monitor::~Monitor() {
   if (trace_setup_.joinable()) trace_setup_.join();
+  stop_irq_text();
+}
+
+void Monitor::start_irq_text() {
+  if (!detector_ || !detector_->causes_enabled()) return;
+  irq_text_ = std::thread([d = detector_.get()] {
+    std::string text, error;
+    if (!stack::read_small_file("/proc/kallsyms", text, 64u << 20)) {
+      log::warn("causes: /proc/kallsyms unreadable: wakeups from interrupts are told only on idle CPUs");
+      return;
+    }
+    auto chunks = cause::irq_text_chunks(text, 4096);
+    if (!d->set_irq_text(chunks, &error)) log::warn("causes: %s", error.c_str());
+    log::debug("causes: %zu chunks of interrupt text", chunks.size());
+  });
+}
+
+void Monitor::stop_irq_text() {
+  if (irq_text_.joinable()) irq_text_.join();
 }
 
 int Monitor::run() {
@@ -114,6 +135,7 @@ int Monitor::run() {
   }
   features_.warn_missing();
   announce_attached();
+  start_irq_text();
   // 5. Release the command now that its first task will be seen.
   if (launcher_.pid() > 0) {
     detector_->add_target(launcher_.pid());
@@ -157,6 +179,7 @@ int Monitor::run() {
                reporter_->busy_with().c_str(), static_cast<long long>(budget.count()));
     emit_summary();
     traces_.reset();
+    stop_irq_text();
     detector_.reset();
     log::status("detached");
     std::_Exit(command_status_ ? *command_status_ : kExitOk);
@@ -164,6 +187,7 @@ int Monitor::run() {
   emit_summary();
   metrics_server_.reset();
   traces_.reset();  // removes the ftrace instance
+  stop_irq_text();
   detector_.reset();
   log::status("detached");
   if (command_status_) return *command_status_;
@@ -466,6 +490,21 @@ void Monitor::on_record(std::span<const uint8_t> rec) {
       reporter_->add_waker(e);
       return;
     }
+    case JB_EV_CAUSE: {  // just before its task's record
+      if (rec.size() < sizeof(jb_cause_event)) break;
+      jb_cause_event e;
+      memcpy(&e, rec.data(), sizeof e);
+      // What names its slices, while the process is surely still there.
+      cause::prefetch(causes_.add_causes(e).live, e, live_ids_);
+      return;
+    }
+    case JB_EV_SUBJECT: {
+      if (rec.size() < sizeof(jb_subject_event)) break;
+      jb_subject_event e;
+      memcpy(&e, rec.data(), sizeof e);
+      causes_.add_subject(e);
+      return;
+    }
     case JB_EV_TRACKED: {
       if (rec.size() < sizeof(jb_tracked_event)) break;
       jb_tracked_event e;
@@ -537,7 +576,12 @@ void Monitor::on_task(const jb_task_event& e) {
   ctx.end_ns = e.end_ns;
   ctx.seq = e.seq;
   ctx.proc_start_ns = e.proc_start_ns;
+  ctx.causes_enabled = detector_->causes_enabled();
   const bool hang = e.hdr.type == JB_EV_HANG;
+  // A hang's causes so far are kept for its task's jank, which gets them all.
+  if (ctx.causes_enabled)
+    ctx.causes = hang ? causes_.peek(static_cast<pid_t>(e.hdr.tid), e.seq)
+                      : causes_.take(static_cast<pid_t>(e.hdr.tid), e.seq);
   await_traces();
   if (!hang && traces_) ctx.trace = traces_->take(static_cast<pid_t>(e.hdr.tid), e.seq);
   TaskRecord rec = builder_.task(e, ctx.exe);

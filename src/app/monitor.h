@@ -21,6 +21,8 @@
 #include "app/reporter.h"
 #include "app/trace_keeper.h"
 #include "bpf/detector.h"
+#include "cause/evidence.h"
+#include "cause/identity.h"
 #include "cli/options.h"
 #include "frame/frame_sampler.h"
 #include "frame/frame_tracker.h"
@@ -91,6 +93,10 @@ class Monitor {
   void on_frames_epoll(uint64_t tag);
   void frames_tick(bool final);
   void frames_summary(SummaryRecord& s);
+  // Causes: the interrupt text for the BPF side, read from kallsyms on a
+  // thread of its own after the start (40+ ms: not on the start's path).
+  void start_irq_text();
+  void stop_irq_text();
 
   Options opts_;
   FeatureSet features_;  // what this kernel gave us; missing ones go in the summary
@@ -103,6 +109,9 @@ class Monitor {
   std::map<int, std::pair<pid_t, Fd>> marker_users_;  // pidfd -> process using planned marker files
   uint32_t marker_attach_delay_ms_ = 0;  // tests only: JANKBPF_TEST_MARKER_ATTACH_DELAY_MS
   RecordBuilder builder_{clock_, markers_};
+  cause::EvidenceStore causes_;  // JB_EV_CAUSE / JB_EV_SUBJECT until their task's record
+  cause::ProcIdentities live_ids_;  // their prefetch, on this thread
+  std::thread irq_text_;
   std::unique_ptr<Detector> detector_;
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<TraceKeeper> traces_;

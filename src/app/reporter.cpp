@@ -97,6 +97,9 @@ Reporter::Reporter(ReporterConfig cfg, Output& out)
       python_(std::make_unique<runtime::RuntimeProcesses>()),
       cfg_(std::move(cfg)),
       out_(out) {
+  // Causes: where a lock lay, from the unwinder's maps once the process is gone.
+  impl_->identities.set_known_maps(
+      [](void* r, pid_t pid) { return static_cast<stack::Resolver*>(r)->known_maps(pid); }, &impl_->resolver);
   LogDirOptions lo;
   lo.path = cfg_.log_dir;
   lo.cap_bytes = cfg_.log_cap;
@@ -201,8 +204,31 @@ void Reporter::add_perf_sample(std::span<const uint8_t> record) {
     job.pid = static_cast<pid_t>(v.pid);
     job.rt = capture_runtime(static_cast<pid_t>(v.pid), static_cast<pid_t>(v.tid), v.time, v.regs,
                              v.stack.first(std::min<size_t>(v.stack.size(), v.stack_dyn_size)));
+    pin_sampled(static_cast<pid_t>(v.pid));
   }
   push(std::move(job));
+}
+
+// A process first seen in a sample (a lock's owner or a peer, followed for
+// a waiting task; watched processes are pinned when their task turns long):
+// its maps now, while it lives, for the unwinder. A peer killed right after
+// it replied was otherwise unwound without them.
+void Reporter::pin_sampled(pid_t pid) {
+  constexpr size_t kMaxPinned = 4096;
+  {
+    std::lock_guard lk(mu_);
+    if (pid <= 0 || pinned_.count(pid) || pinned_.size() >= kMaxPinned) return;
+    pinned_.insert(pid);
+  }
+  std::string maps;
+  stack::read_small_file("/proc/" + std::to_string(pid) + "/maps", maps, 8u << 20);
+  {
+    std::lock_guard lk(mu_);
+    if (queue_.size() >= kMaxQueuedJobs) return;
+    queue_.push_front(PinJob{pid, std::move(maps)});
+    urgent_++;
+  }
+  cv_.notify_one();
 }
 
 runtime::RuntimeCapture Reporter::capture_runtime(pid_t pid, pid_t tid, uint64_t sample_ns,

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "app/pending_trace.h"
+#include "cause/evidence.h"
 #include "config/jank_config.h"
 #include "jankbpf/events.h"
 #include "model/records.h"
@@ -104,6 +105,8 @@ class Reporter {
     uint64_t begin_ns = 0, end_ns = 0, seq = 0, proc_start_ns = 0;
     std::shared_ptr<PendingTrace> trace;
     ExeFile exe;  // its build-id is read by the worker
+    cause::Evidence causes;       // the kernel's causes of the task (cause/)
+    bool causes_enabled = false;  // the kernel side ran with causes
   };
   void report(TaskRecord rec, TaskContext ctx);
   void emit(ExitRecord rec);
@@ -125,6 +128,8 @@ class Reporter {
   // Returns whether the process runs Python (its samples are then wanted
   // at once: Monitor asks the kernel to announce each).
   bool pin(pid_t pid);
+  // The same, the maps only, for a process first seen in a sample.
+  void pin_sampled(pid_t pid);
 
   // The sample_type the perf events were opened with (before any sample).
   void set_perf_sample_type(uint64_t t) { cfg_.perf_sample_type = t; }

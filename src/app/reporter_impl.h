@@ -14,6 +14,7 @@
 
 #include "app/parked_records.h"
 #include "app/reporter.h"
+#include "cause/identity.h"
 #include "runtime/python_frames.h"
 #include "stack/resolver.h"
 
@@ -57,6 +58,7 @@ struct Reporter::Impl {
   std::unordered_map<pid_t, std::vector<OffCpu>> offcpu;  // by tid
 
   uint64_t evicted = 0;  // threads whose stored stacks were dropped unreported
+  cause::ProcIdentities identities;  // what names a cause (cause/identity.h)
 
   // The reporter's time per uid (kReporterMsPerSec, kReporterBurstMs), the
   // uid of each process seen (the owner of /proc/PID), and budget bits for

@@ -7,6 +7,8 @@
 #include "app/reporter.h"
 #include "app/reporter_impl.h"
 #include "app/stack_text.h"
+#include "cause/attribute.h"
+#include "cause/stack_source.h"
 #include "arch/regs.h"
 #include "logs/log_dir.h"
 #include "logs/quota.h"
@@ -132,6 +134,20 @@ void Reporter::handle(TaskJob& j) {
   const bool hang = rec.kind == TaskRecord::Kind::Hang;
   rec.proc.build_id = ctx.exe.build_id();
 
+  // 0. The stacks its causes name (before step 1 drops the task's own).
+  cause::CollectedStacks cause_stacks;
+  if (ctx.causes_enabled) {
+    if (auto own = impl_->stacks.find(rec.tid); own != impl_->stacks.end())
+      for (uint64_t t : cause::capture_times(ctx.causes))
+        for (const auto& s : own->second)
+          if (s.time_ns == t && s.stack.wait_state) cause_stacks.add_capture(rec.tid, t, s.stack);
+    for (const auto& w : cause::sample_windows(ctx.causes))
+      if (auto sub = impl_->stacks.find(w.tid); sub != impl_->stacks.end())
+        for (const auto& s : sub->second)
+          if (s.time_ns >= w.from_ns && s.time_ns <= w.to_ns && !s.stack.wait_state)
+            cause_stacks.add_sample(w.tid, s.time_ns, s.stack);
+  }
+
   // 1. The stacks this thread collected during the task.
   stack::StackTree tree;
   stack::ModuleTable modules;
@@ -233,6 +249,10 @@ void Reporter::handle(TaskJob& j) {
     }
   }
 
+  // 2b. Why it was not running: slices, identities, the one line.
+  cause::PrefetchedIdentities ids(ctx.causes.live, impl_->identities);
+  cause::attribute(rec, ctx.causes, ctx.causes_enabled, ids, cause_stacks);
+
   // 3. The stack log: for finished tasks, within the quota.
   if (!hang && tree.samples() && cfg_.jank.stacks_enabled()) {
     ProcessKey key{rec.proc.pid, ctx.proc_start_ns};
@@ -248,7 +268,8 @@ void Reporter::handle(TaskJob& j) {
       std::string text = "# jankbpf stack log: pid " + std::to_string(rec.proc.pid) + " tid " +
                          std::to_string(rec.tid) + " (" + log::escape_control(rec.proc.name) + ") task of " +
                          std::to_string(rec.duration_ms) + " ms, " + std::to_string(tree.samples()) +
-                         " samples\n" + tree.render();
+                         " samples\n" + (rec.why.empty() ? "" : "# why: " + log::escape_control(rec.why) + "\n") +
+                         tree.render();
       LogWrite w = logs_->write(LogKind::Stack, rec.proc.pid, text);
       if (w.ok()) {
         rec.external_log.push_back(w.path);

@@ -22,6 +22,7 @@
 #include "bpf/libbpf_log.h"
 #include "bpf/program_select.h"
 #include "bpf/test_seams.h"
+#include "cause/syscalls.h"
 #include "jank.skel.h"
 #include "jankbpf/events.h"
 #include "jankbpf/hooks.h"
@@ -196,19 +197,28 @@ bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const Kern
   // A wait's return that no hook shows (trampolines; the test seam hides it
   // with tracepoints) needs the attach-time task walk.
   const bool want_adopt = (trampolines || test_seams::hide_returns()) && !disabled_by_env("task_iter");
+  const bool want_causes = cfg.causes && !disabled_by_env("causes");
+  if (cfg.causes && !want_causes)
+    features->set("causes", false, "disabled by JANKBPF_DISABLE", "no `cause` or `why` in records");
+  // Causes ride on every plan; only when no plan loads with them are they
+  // given up (a kernel without bpf_task_pt_regs, say), plan by plan again.
   std::vector<Plan> plans;
-  for (WatchdogMode mode : {WatchdogMode::Timer, WatchdogMode::Scan}) {
-    if (cfg.watchdog != WatchdogMode::Auto && cfg.watchdog != mode) continue;
-    for (bool offcpu : {true, false}) {
-      if (offcpu && !want_offcpu) continue;
-      for (bool adopt : {true, false}) {
-        if (adopt && !want_adopt) continue;
-        if (mode == WatchdogMode::Timer && kfunc) plans.push_back({mode, true, offcpu, kfunc, trampolines, adopt});
-        plans.push_back({mode, false, offcpu, kfunc, trampolines, adopt});
+  for (bool causes : {true, false}) {
+    if (causes && !want_causes) continue;
+    for (WatchdogMode mode : {WatchdogMode::Timer, WatchdogMode::Scan}) {
+      if (cfg.watchdog != WatchdogMode::Auto && cfg.watchdog != mode) continue;
+      for (bool offcpu : {true, false}) {
+        if (offcpu && !want_offcpu) continue;
+        for (bool adopt : {true, false}) {
+          if (adopt && !want_adopt) continue;
+          if (mode == WatchdogMode::Timer && kfunc)
+            plans.push_back({mode, true, offcpu, kfunc, trampolines, adopt, causes});
+          plans.push_back({mode, false, offcpu, kfunc, trampolines, adopt, causes});
+        }
       }
     }
   }
-  std::string timer_why, offcpu_why, task_why, adopt_why;
+  std::string timer_why, offcpu_why, task_why, adopt_why, causes_why;
   // Frames' programs are extras: a kernel that refuses them still runs the
   // rest. Each plan is tried with them, then (only if that failed) without.
   DetectorConfig no_frames = cfg;
@@ -223,6 +233,10 @@ bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const Kern
                       "no frame records");
     }
     if (loaded) {
+      if (want_causes)
+        features->set("causes", p.causes,
+                      p.causes ? "slices of non-running time, wakers, CPU thieves, owners and peers" : causes_why,
+                      p.causes ? "" : "no `cause` or `why` in records");
       const bool timer = p.mode == WatchdogMode::Timer;
       if (trampolines || test_seams::hide_returns())
         features->set("task_iter", p.adopt,
@@ -246,10 +260,11 @@ bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const Kern
     if (p.state_in_task && task_why.empty()) task_why = why;
     if (p.offcpu && offcpu_why.empty()) offcpu_why = why;
     if (p.adopt && adopt_why.empty()) adopt_why = why;
-    log::debug("BPF load (%s watchdog, state in %s, off-CPU %s, %s%s) failed: %s",
+    if (p.causes && causes_why.empty()) causes_why = why;
+    log::debug("BPF load (%s watchdog, state in %s, off-CPU %s, %s%s, causes %s) failed: %s",
                p.mode == WatchdogMode::Timer ? "timer" : "scan", p.state_in_task ? "task storage" : "a hash",
                p.offcpu ? "on" : "off", p.trampolines ? "trampolines" : "tracepoints",
-               p.adopt ? ", task iterator" : "", why.c_str());
+               p.adopt ? ", task iterator" : "", p.causes ? "on" : "off", why.c_str());
   }
   *error = why;
   return false;
@@ -303,6 +318,10 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
     ro->restart_nr32 = host_arch().arch == Arch::X86_64 ? 0 : 0xffffffffu;  // i386's is 0
     ro->test_hide_adopted_return = !plan.trampolines;  // only the test seam gets here so
   }
+  causes_ = plan.causes;
+  ro->causes_enabled = causes_;
+  for (const auto& [nr, cls] : cause::syscall_classes())
+    if (nr >= 0 && nr < JB_MAX_SYSCALL_NR) ro->cause_class_of_nr[nr] = cls;
   // The maps that do not hold the state are kept, unused, at one entry;
   // the tid stash holds ~17 KB an entry, preallocated: room for 256
   // threads asleep inside a task at once.
@@ -318,6 +337,12 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   const bool record_limits = cfg.record_rate || cfg.record_rate_uid;
   bpf_map__set_max_entries(skel_->maps.record_bucket, record_limits ? 8192 : 1);
   bpf_map__set_max_entries(skel_->maps.uid_bucket, record_limits ? 1024 : 1);
+  // Causes: per thread in a task by tid where the state is in the hash
+  // (~1.2 KB each, preallocated), and one CPU watch per possible CPU.
+  const int ncpus = libbpf_num_possible_cpus();
+  bpf_map__set_max_entries(skel_->maps.cause_tid, plan.causes && !plan.state_in_task ? 512 : 1);
+  bpf_map__set_max_entries(skel_->maps.cpu_watch, plan.causes && ncpus > 0 ? static_cast<uint32_t>(ncpus) : 1);
+  bpf_map__set_max_entries(skel_->maps.subjects, plan.causes && cfg.early_ns ? 256 : 1);
   if (test_seams::one_ring() && !share_one_ring(error)) return false;
   select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, plan.adopt, kernel);
   configure_frames(skel_.get(), cfg);
@@ -333,10 +358,10 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   state_in_task_ = plan.state_in_task;
   trampolines_ = plan.trampolines;
   adopt_ = plan.adopt;
-  log::debug("BPF loaded: %s watchdog, per-thread state in %s, off-CPU captures %s, waits by %s",
+  log::debug("BPF loaded: %s watchdog, per-thread state in %s, off-CPU captures %s, waits by %s, causes %s",
              plan.mode == WatchdogMode::Timer ? "timer" : "scan",
              plan.state_in_task ? "task storage" : "a tid hash", plan.offcpu ? "on" : "off",
-             plan.trampolines ? "trampolines" : "tracepoints");
+             plan.trampolines ? "trampolines" : "tracepoints", plan.causes ? "on" : "off");
   return true;
 }
 
@@ -508,6 +533,21 @@ std::vector<ProgramStats> Detector::program_stats() const {
 
 int Detector::sample_prog_fd() const {
   return stacks_ ? bpf_program__fd(skel_->progs.jb_sample) : -1;
+}
+
+bool Detector::set_irq_text(const std::vector<std::pair<uint64_t, uint32_t>>& chunks, std::string* error) {
+  if (!causes_) return true;
+  uint32_t n = 0;
+  for (const auto& [chunk, mask] : chunks) {
+    if (bpf_map__update_elem(skel_->maps.irq_text, &chunk, sizeof chunk, &mask, sizeof mask, BPF_ANY)) {
+      *error = std::string("irq_text: ") + strerror(errno);
+      break;
+    }
+    n++;
+  }
+  // Last: the BPF side looks at the map only once this is set.
+  __atomic_store_n(&skel_->bss->irq_text_nr, n, __ATOMIC_RELEASE);
+  return n == chunks.size();
 }
 
 int64_t Detector::long_tasks() const {

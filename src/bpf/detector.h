@@ -55,6 +55,7 @@ struct DetectorConfig {
   bool frames = false;
   uint64_t frame_interval_ns = 16'666'667;  // until a process's own is known
   uint64_t frame_sample_period_ns = 4'000'000;
+  bool causes = true;     // why tasks were not running (bpf/causes.bpf.h)
 };
 
 // bpf_stats of one program (zero unless kernel.bpf_stats_enabled is set).
@@ -145,6 +146,11 @@ class Detector {
   // Watched threads now inside a task past early_ns (from the mmapped .bss).
   int64_t long_tasks() const;
   bool offcpu_enabled() const { return offcpu_; }
+  bool causes_enabled() const { return causes_; }
+  // Causes: the kernel text of interrupt and timer code, as (pc >> 8,
+  // granule mask) chunks (cause/irq_text.h); wakers whose stacks pass
+  // through it are interrupts from then on. Any thread.
+  bool set_irq_text(const std::vector<std::pair<uint64_t, uint32_t>>& chunks, std::string* error);
   int programs_attached() const { return attached_; }
 
  private:
@@ -152,7 +158,7 @@ class Detector {
   // One way to load the programs (see load_best for the order tried).
   struct Plan {
     WatchdogMode mode;
-    bool state_in_task, offcpu, task_from_pid, trampolines, adopt;
+    bool state_in_task, offcpu, task_from_pid, trampolines, adopt, causes;
   };
   bool load(const DetectorConfig& cfg, const Plan& plan, const KernelFuncs& kernel, std::string* error);
   bool load_best(const DetectorConfig& cfg, bool trampolines, const KernelFuncs& kernel, FeatureSet* features,
@@ -180,7 +186,7 @@ class Detector {
   int attached_ = 0;
   uint32_t tick_hz_ = 0;  // CONFIG_HZ, 0: unknown (every task's end reads the clock)
   bool stacks_ = false, offcpu_ = false, markers_ = false, state_in_task_ = false,
-       trampolines_ = false, adopt_ = false, loop_threads_ = false, frames_ = false;
+       trampolines_ = false, adopt_ = false, loop_threads_ = false, frames_ = false, causes_ = false;
 };
 
 }  // namespace jankbpf

@@ -82,6 +82,72 @@ struct SampledStack {
   std::vector<SampledFrame> frames;  // root first
 };
 
+// Why a task was not running (src/cause/, README "Why"): its non-running
+// time split into slices, each one kind, in the priority order of
+// cause::kKinds, summing to running's complement in `state`.
+//
+// A thread the task waited for (a lock's owner, a peer) and what it did
+// meanwhile, as far as it was followed.
+struct CauseThread {
+  pid_t pid = 0, tid = 0;
+  std::string comm;
+  bool claim = false;     // named by the waiting process's own memory (glibc's __owner): unverified
+  bool verified = false;  // the kernel saw it wake the waiting thread
+  // Followed while the task waited (a subject): its state split then, and
+  // its samples' heaviest stack.
+  bool followed = false;
+  double followed_ms = 0;
+  StateBreakdown state;
+  uint32_t samples = 0;
+  std::string function;            // the innermost named frame of its heaviest stack
+  std::string file;                // "lock.c:41" where known
+  std::vector<std::string> stack;  // its heaviest path, leaf first, a few frames
+  // What it waited for itself during the wait (one level on), if it did.
+  std::string waited_kind;         // "lock" or "peer"
+  std::string waited_syscall;
+  uint64_t waited_address = 0;
+  std::vector<CauseThread> next;   // 0 or 1: the thread it waited for
+};
+
+// A task that ran on the CPU the thread queued on.
+struct CpuTaskInfo {
+  pid_t pid = 0, tid = 0;
+  std::string comm;
+  double ms = 0;
+};
+
+struct CauseSlice {
+  std::string kind;    // cause::kKinds
+  double ms = 0;
+  uint32_t count = 0;  // stretches of time merged in it (0: a kind's remainder past the slots)
+  std::string syscall; // the one it slept in ("" none)
+  std::string state;   // "sleeping" / "blocked_io" for the asleep kinds
+  // lock: the futex word's address, where it lies, its owner (a claim) and
+  // the thread that woke the waiter (verified by the kernel).
+  bool has_address = false;
+  uint64_t address = 0;
+  std::string address_where;  // "lock_app+0x4040", "[heap]", "[anon]"
+  std::optional<CauseThread> owner;
+  // lock, peer: who woke it; peer: the peer.
+  std::optional<CauseThread> waker;
+  bool in_interrupt = false;  // woken from an interrupt (never blamed)
+  bool by_kernel = false;     // woken by a kernel thread (never blamed)
+  int fd = -1;                // the syscall's file descriptor, where it has one
+  std::string fd_path;        // what /proc/PID/fd/N said when the record was made
+  // runnable
+  uint32_t preempted = 0;
+  std::vector<CpuTaskInfo> cpu_tasks;  // top 3 by time
+  double cpu_others_ms = 0;
+  // throttled
+  std::string cgroup;       // the task group's cgroup path, in its hierarchy
+  std::string cgroup_fs;    // "cgroup2" or "cgroup (cpu)"
+  std::string quota;        // "20000/100000" (v1 cfs_quota_us/cfs_period_us, v2 cpu.max)
+  // sleep: the user frame that asked; other: its kernel stack.
+  std::string frame;
+  std::vector<std::string> kernel_stack;
+  bool unattributed = false;  // other: time no evidence covered (unseen switches)
+};
+
 // A task that reached the threshold: "jank" when it ended, "hang" while it
 // is still stuck after the hang threshold.
 // What bounded a task: a wait's return to the next wait or marker, a
@@ -146,6 +212,10 @@ struct TaskRecord {
   // since its previous one.
   uint32_t budgets = 0;
   uint64_t records_rate_limited = 0;
+  // Why (src/cause/): largest first. `why` is one line naming what to act on.
+  std::vector<CauseSlice> cause;
+  std::string why;
+  bool causes_known = false;  // the kernel side gave causes (off: no `cause`)
 };
 
 // A janky frame of a Wayland client (model/frames.h): its timelines and

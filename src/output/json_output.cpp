@@ -31,6 +31,69 @@ Json state_json(const StateBreakdown& s) {
               {"blocked_io", ms3(s.blocked_io_ms)}};
 }
 
+std::string hex_text(uint64_t v) {
+  char b[32];
+  snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+// A thread a cause names (cause/attribute.h): who, and what it did meanwhile.
+Json thread_json(const CauseThread& t) {
+  Json j{{"pid", t.pid}, {"tid", t.tid}, {"comm", t.comm}};
+  if (t.claim) j["claim"] = true;
+  j["verified"] = t.verified;
+  if (t.followed) {
+    j["followed_ms"] = ms3(t.followed_ms);
+    j["state_ms"] = state_json(t.state);
+    j["samples"] = t.samples;
+  }
+  if (!t.function.empty()) j["function"] = t.function;
+  if (!t.file.empty()) j["file"] = t.file;
+  if (!t.stack.empty()) j["stack"] = t.stack;
+  if (!t.waited_kind.empty()) {
+    Json w{{"kind", t.waited_kind}, {"syscall", t.waited_syscall}};
+    if (t.waited_address) w["address"] = hex_text(t.waited_address);
+    if (!t.next.empty()) w["thread"] = thread_json(t.next.front());
+    j["waited"] = w;
+  }
+  return j;
+}
+
+Json cause_json(const CauseSlice& c) {
+  Json j{{"kind", c.kind}, {"ms", ms3(c.ms)}, {"count", c.count}};
+  if (!c.syscall.empty()) j["syscall"] = c.syscall;
+  if (!c.state.empty()) j["state"] = c.state;
+  if (c.has_address) {
+    j["address"] = hex_text(c.address);
+    if (!c.address_where.empty()) j["where"] = c.address_where;
+  }
+  if (c.fd >= 0) {
+    j["fd"] = c.fd;
+    if (!c.fd_path.empty()) j["fd_path"] = c.fd_path;
+  }
+  if (c.owner) j["owner"] = thread_json(*c.owner);
+  if (c.waker) j[c.kind == "peer" ? "peer" : "waker"] = thread_json(*c.waker);
+  if (c.in_interrupt) j["in_interrupt"] = true;
+  if (c.by_kernel) j["by_kernel"] = true;
+  if (c.kind == "runnable") {
+    j["preempted"] = c.preempted;
+    Json tasks = Json::array();
+    for (const auto& t : c.cpu_tasks)
+      tasks.push_back(Json{{"comm", t.comm}, {"pid", t.pid}, {"tid", t.tid}, {"ms", ms3(t.ms)}});
+    j["cpu_tasks"] = tasks;
+    j["cpu_others_ms"] = ms3(c.cpu_others_ms);
+  }
+  if (c.kind == "throttled") {
+    j["cgroup"] = c.cgroup;
+    if (!c.cgroup_fs.empty()) j["cgroup_fs"] = c.cgroup_fs;
+    if (!c.quota.empty()) j["quota"] = c.quota;
+  }
+  if (!c.frame.empty()) j["frame"] = c.frame;
+  if (!c.kernel_stack.empty()) j["kernel_stack"] = c.kernel_stack;
+  if (c.unattributed) j["unattributed"] = true;
+  return j;
+}
+
 std::string line(const Json& j) {
   // Replace invalid UTF-8 (process and thread names are arbitrary bytes)
   // instead of throwing.
@@ -129,6 +192,12 @@ std::string to_json_line(const TaskRecord& r) {
   j["off_cpu"] = off;
   if (r.budgets) j["budget_exceeded"] = budget_names(r.budgets);
   if (r.records_rate_limited) j["records_rate_limited"] = r.records_rate_limited;
+  if (r.causes_known) {
+    Json cause = Json::array();
+    for (const auto& c : r.cause) cause.push_back(cause_json(c));
+    j["cause"] = cause;
+    j["why"] = r.why;
+  }
   return line(j);
 }
 
@@ -174,6 +243,10 @@ std::string to_json_line(const SummaryRecord& r) {
   j["offcpu_rate_limited"] = k.offcpu_rate_limited;
   j["timers_map_full"] = k.timers_map_full;
   j["records_rate_limited"] = k.records_rate_limited;
+  // Causes (1.4): what their bounds left out.
+  j["causes"] = {{"tasks_without", k.causes_full},
+                 {"subjects_not_followed", k.subjects_full},
+                 {"subject_samples_capped", k.subject_samples_capped}};
   Json bpf = Json::array();
   for (const auto& p : r.bpf)
     bpf.push_back(Json{{"name", p.name}, {"run_cnt", p.run_cnt}, {"run_time_ns", p.run_time_ns}});

@@ -266,6 +266,11 @@ void append_user_frames(Process& p, const ResolverOptions& opts, uint64_t pc, bo
 
 }  // namespace
 
+const ProcMaps* Resolver::known_maps(pid_t pid) const {
+  auto it = procs_.find(pid);
+  return it != procs_.end() && it->second->has_maps() ? &it->second->maps() : nullptr;
+}
+
 std::vector<Frame> Resolver::symbolize_user(pid_t pid, Arch arch, std::span<const uint64_t> pcs) {
   std::vector<Frame> out;
   const auto dwarf_until = std::chrono::steady_clock::now() + opts_.budgets.dwarf_slice;

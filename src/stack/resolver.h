@@ -33,6 +33,7 @@
 #include "stack/kallsyms.h"
 #include "util/budget.h"
 #include "stack/module.h"
+#include "stack/maps.h"
 #include "stack/stack.h"
 
 namespace jankbpf::stack {
@@ -119,6 +120,10 @@ class Resolver {
   // early_maps: /proc/PID/maps as read when the process was first seen
   // (maybe long before this runs), used if it is gone by now.
   void prepare(pid_t pid, Arch arch, std::string early_maps = {});
+
+  // The maps last read of a process this resolver knows, or null (causes:
+  // where an address lay, after the process is gone).
+  const ProcMaps* known_maps(pid_t pid) const;
 
   // The process exec'd or changed its mappings: drop its maps and Dwfl.
   void invalidate(pid_t pid);

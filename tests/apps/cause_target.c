@@ -1,0 +1,638 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * cause_target: an epoll event loop whose long tasks wait for planted
+ * causes, each measured by the app itself: the truth jankbpf's `cause` is
+ * compared with (tests/e2e/test_causes.py, bench's cause table).
+ *
+ *   cause_target [--start-delay S] [--gap MS] [--cpu N] STEP...
+ *     lock:MS   a worker ("holder") takes a mutex and runs crunch_a for MS ms;
+ *               the task locks that mutex
+ *     peer:MS   a request on a pipe to a child process ("peer") that runs
+ *               crunch_b for MS ms before it replies
+ *     chain:MS  the same to a child ("chainb") that, to reply, locks a mutex
+ *               its worker thread ("chainc") holds while it runs crunch_c MS ms
+ *     hog:MS    a child ("hog"), SCHED_FIFO and pinned to this thread's CPU,
+ *               spins MS ms while the task wants the CPU
+ *     sleep:MS  nanosleep for MS ms, from nap_here()
+ *     quota:MS  spin for MS ms of wall time (run it in a cgroup with a cpu
+ *               quota: the throttled time is read from the cgroup's cpu.stat)
+ *     spin:MS   spin MS ms
+ *   hostile input (tests/e2e/test_causes.py):
+ *     junk:MS   a futex wait on a word shaped like a glibc mutex whose
+ *               __owner names --junk-owner TID (another process's thread);
+ *               the holder thread wakes it after MS ms
+ *     storm:MS  a futex wait ended after MS ms, meanwhile woken thousands
+ *               of times by four threads (it waits again each time)
+ * A task runs from one epoll_wait return (a timerfd, every --gap ms, 250 by
+ * default) to the next entry. Peer and chain tasks first make three short
+ * round trips, so the peer has woken the loop before the long one.
+ *
+ * Lines (CLOCK_MONOTONIC ns), one JSON object each:
+ *   {"ready":true,"pid","tid","holder_tid","peer_pid","peer_tid","chainb_pid",
+ *    "chainb_tid","chainc_tid","hog_pid","cpu","lock_addr","chain_lock_addr"}
+ *   {"task":K,"kind","arg","begin_ns","end_ns","wait_ns"}  wait_ns: the time
+ *     the cause itself took, by the app's own measure: lock, peer, chain,
+ *     sleep: the time asleep in the step (its wall time less the CPU time
+ *     and the run-queue delay its schedstat gained: the queueing after a
+ *     wakeup is not the cause's); hog: the run_delay gained; quota: the
+ *     cgroup's throttled time gained
+ *   {"done":true}
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/futex.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "cause_target: %s: %s\n", what, strerror(errno));
+	exit(2);
+}
+
+static pid_t gettid_(void) { return (pid_t)syscall(SYS_gettid); }
+
+static volatile uint64_t sink;
+
+/* The work the tests expect to find by name: inlined into each, which makes
+ * no calls out, so every sample's leaf is the function itself. */
+static inline __attribute__((always_inline)) void spin_until(uint64_t until)
+{
+	uint64_t x = sink;
+	do {
+		for (int i = 0; i < 20000; i++)
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+		sink = x;
+	} while (now_ns() < until);
+}
+
+NOINLINE void crunch_a(uint64_t until) { spin_until(until); sink++; }
+NOINLINE void crunch_b(unsigned ms) { spin_until(now_ns() + ms * 1000000ull); sink++; }
+NOINLINE void crunch_c(unsigned ms) { spin_until(now_ns() + ms * 1000000ull); sink++; }
+
+static void read_full(int fd, void *buf, size_t n)
+{
+	char *p = buf;
+	while (n) {
+		ssize_t r = read(fd, p, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			exit(0); /* the other side is gone */
+		p += r;
+		n -= (size_t)r;
+	}
+}
+
+static void write_full(int fd, const void *buf, size_t n)
+{
+	if (write(fd, buf, n) != (ssize_t)n)
+		die("write");
+}
+
+/* This thread's schedstat: CPU time and run-queue delay, ns. */
+struct sched_snap {
+	uint64_t wall, run, delay;
+};
+
+static struct sched_snap snap(void)
+{
+	char path[64], buf[128];
+	unsigned long long run = 0, delay = 0;
+	snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", gettid_());
+	FILE *f = fopen(path, "r");
+	if (!f || !fgets(buf, sizeof buf, f) || sscanf(buf, "%llu %llu", &run, &delay) != 2)
+		die("schedstat");
+	fclose(f);
+	return (struct sched_snap){now_ns(), run, delay};
+}
+
+static uint64_t run_delay_ns(void) { return snap().delay; }
+
+/* The time asleep between two snapshots. */
+static uint64_t asleep_ns(struct sched_snap a, struct sched_snap b)
+{
+	uint64_t wall = b.wall - a.wall, busy = (b.run - a.run) + (b.delay - a.delay);
+	return wall > busy ? wall - busy : 0;
+}
+
+/* ---- lock: a worker holds the mutex while it computes -------------------- */
+
+/*
+ * The holder takes the mutex before the task begins (asked at the end of
+ * the task before, with the next task's start time), so the task itself
+ * does nothing but lock it.
+ */
+static pthread_mutex_t lock_m = PTHREAD_MUTEX_INITIALIZER;
+static int holder_go[2];
+static atomic_int holder_tid;
+struct hold {
+	uint64_t from_ns, until_ns;
+};
+
+static void *holder_main(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "holder");
+	atomic_store(&holder_tid, gettid_());
+	for (;;) {
+		struct hold h;
+		read_full(holder_go[0], &h, sizeof h);
+		struct timespec ts = {(time_t)(h.from_ns / 1000000000ull), (long)(h.from_ns % 1000000000ull)};
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
+		pthread_mutex_lock(&lock_m);
+		crunch_a(h.until_ns);
+		pthread_mutex_unlock(&lock_m);
+	}
+	return NULL;
+}
+
+/* Asks the holder to hold the mutex from 30 ms before `task_ns` to MS ms after. */
+static void plan_hold(uint64_t task_ns, unsigned ms)
+{
+	struct hold h = {task_ns - 30000000ull, task_ns + ms * 1000000ull};
+	write_full(holder_go[1], &h, sizeof h);
+}
+
+static NOINLINE uint64_t do_lock(void)
+{
+	struct sched_snap s0 = snap();
+	pthread_mutex_lock(&lock_m);
+	struct sched_snap s1 = snap();
+	pthread_mutex_unlock(&lock_m);
+	return asleep_ns(s0, s1);
+}
+
+/* ---- hostile: a forged owner, a storm of wakeups --------------------------- */
+
+static long futex(atomic_int *uaddr, int op, int val)
+{
+	return syscall(SYS_futex, uaddr, op, val, NULL, NULL, 0);
+}
+
+/* Shaped like pthread_mutex_t: the word, __count, __owner. */
+static struct {
+	atomic_int word;
+	unsigned count;
+	int owner;
+} forged;
+static int junk_owner = 1;
+
+struct waker_job {
+	atomic_int *word;
+	uint64_t at_ns;    /* junk: wake once then */
+	atomic_int stop;   /* storm: until this is set */
+};
+static struct waker_job junk_job;
+
+static void *junk_waker(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "junkwaker");
+	struct timespec ts = {(time_t)(junk_job.at_ns / 1000000000ull), (long)(junk_job.at_ns % 1000000000ull)};
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+	atomic_store(junk_job.word, 0);
+	futex(junk_job.word, FUTEX_WAKE_PRIVATE, 1);
+	return NULL;
+}
+
+static NOINLINE uint64_t do_junk(unsigned ms)
+{
+	pthread_t t;
+	forged.owner = junk_owner;
+	atomic_store(&forged.word, 2);
+	junk_job.word = &forged.word;
+	junk_job.at_ns = now_ns() + ms * 1000000ull;
+	if (pthread_create(&t, NULL, junk_waker, NULL))
+		die("junk waker");
+	struct sched_snap s0 = snap();
+	while (atomic_load(&forged.word) == 2)
+		futex(&forged.word, FUTEX_WAIT_PRIVATE, 2);
+	uint64_t asleep = asleep_ns(s0, snap());
+	pthread_join(t, NULL);
+	return asleep;
+}
+
+static atomic_int storm_word;
+static atomic_int storm_stop;
+
+static void *storm_main(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "stormer");
+	while (!atomic_load(&storm_stop)) {
+		futex(&storm_word, FUTEX_WAKE_PRIVATE, 1);
+		sched_yield();
+	}
+	return NULL;
+}
+
+static NOINLINE uint64_t do_storm(unsigned ms)
+{
+	pthread_t t[4];
+	uint64_t until = now_ns() + ms * 1000000ull;
+	atomic_store(&storm_stop, 0);
+	atomic_store(&storm_word, 1);
+	for (int i = 0; i < 4; i++)
+		if (pthread_create(&t[i], NULL, storm_main, NULL))
+			die("stormer");
+	struct sched_snap s0 = snap();
+	while (now_ns() < until) {
+		struct timespec rel = {0, 1000000}; /* wait again, bounded: the storm wakes it anyway */
+		syscall(SYS_futex, &storm_word, FUTEX_WAIT_PRIVATE, 1, &rel, NULL, 0);
+	}
+	uint64_t asleep = asleep_ns(s0, snap());
+	atomic_store(&storm_stop, 1);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	return asleep;
+}
+
+/* ---- peer and chain: a request to another process ------------------------ */
+
+struct child {
+	pid_t pid, tid, worker_tid;
+	int req, rep; /* our ends */
+};
+
+/* chain: the child's worker holds this mutex while it runs crunch_c. */
+static pthread_mutex_t chain_m = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int chain_held;
+static int chain_go[2];
+
+static void *chainc_main(void *arg)
+{
+	int *tid_pipe = arg;
+	prctl(PR_SET_NAME, "chainc");
+	pid_t tid = gettid_();
+	write_full(tid_pipe[1], &tid, sizeof tid);
+	for (;;) {
+		unsigned ms;
+		read_full(chain_go[0], &ms, sizeof ms);
+		pthread_mutex_lock(&chain_m);
+		atomic_store(&chain_held, 1);
+		crunch_c(ms);
+		atomic_store(&chain_held, 0);
+		pthread_mutex_unlock(&chain_m);
+	}
+	return NULL;
+}
+
+static void child_loop(int req, int rep, int chain)
+{
+	for (;;) {
+		unsigned ms;
+		read_full(req, &ms, sizeof ms);
+		if (ms && !chain)
+			crunch_b(ms);
+		if (ms && chain) {
+			write_full(chain_go[1], &ms, sizeof ms);
+			while (!atomic_load(&chain_held))
+				;
+			pthread_mutex_lock(&chain_m);
+			pthread_mutex_unlock(&chain_m);
+		}
+		char c = 1;
+		write_full(rep, &c, 1);
+	}
+}
+
+static struct child start_child(const char *name, int chain)
+{
+	int req[2], rep[2], ids[2];
+	struct child c = {0};
+	if (pipe(req) || pipe(rep) || pipe(ids))
+		die("pipe");
+	c.pid = fork();
+	if (c.pid < 0)
+		die("fork");
+	if (c.pid == 0) {
+		prctl(PR_SET_NAME, name);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(req[1]);
+		close(rep[0]);
+		pid_t tid = gettid_();
+		write_full(ids[1], &tid, sizeof tid);
+		if (chain) {
+			pthread_t t;
+			if (pipe(chain_go) || pthread_create(&t, NULL, chainc_main, ids))
+				die("chain worker");
+		} else {
+			pid_t none = 0;
+			write_full(ids[1], &none, sizeof none);
+		}
+		child_loop(req[0], rep[1], chain);
+		_exit(0);
+	}
+	close(req[0]);
+	close(rep[1]);
+	read_full(ids[0], &c.tid, sizeof c.tid);
+	read_full(ids[0], &c.worker_tid, sizeof c.worker_tid);
+	close(ids[0]);
+	close(ids[1]);
+	c.req = req[1];
+	c.rep = rep[0];
+	return c;
+}
+
+static uint64_t round_trip(struct child *c, unsigned ms)
+{
+	char r;
+	write_full(c->req, &ms, sizeof ms);
+	uint64_t t0 = now_ns();
+	read_full(c->rep, &r, 1);
+	return now_ns() - t0;
+}
+
+static NOINLINE uint64_t do_peer(struct child *c, unsigned ms)
+{
+	struct sched_snap s0 = snap();
+	for (int i = 0; i < 3; i++)
+		round_trip(c, 0);
+	round_trip(c, ms);
+	return asleep_ns(s0, snap());
+}
+
+/* ---- hog: a SCHED_FIFO process on our CPU -------------------------------- */
+
+struct hog {
+	pid_t pid;
+	int req;
+	atomic_int *busy; /* shared */
+};
+
+static struct hog start_hog(int cpu)
+{
+	int req[2];
+	struct hog h = {0};
+	h.busy = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (h.busy == MAP_FAILED || pipe(req))
+		die("hog setup");
+	h.pid = fork();
+	if (h.pid < 0)
+		die("fork");
+	if (h.pid == 0) {
+		prctl(PR_SET_NAME, "hog");
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		struct sched_param sp = {.sched_priority = 50};
+		if (sched_setaffinity(0, sizeof one, &one) || sched_setscheduler(0, SCHED_FIFO, &sp))
+			die("hog: pin or SCHED_FIFO");
+		close(req[1]);
+		for (;;) {
+			unsigned ms;
+			read_full(req[0], &ms, sizeof ms);
+			spin_until(now_ns() + ms * 1000000ull);
+			atomic_store(h.busy, 0);
+		}
+	}
+	close(req[0]);
+	h.req = req[1];
+	return h;
+}
+
+static NOINLINE uint64_t do_hog(struct hog *h, unsigned ms)
+{
+	uint64_t d0 = run_delay_ns();
+	atomic_store(h->busy, 1);
+	write_full(h->req, &ms, sizeof ms); /* it preempts us here */
+	while (atomic_load(h->busy))
+		; /* we want the CPU all along */
+	return run_delay_ns() - d0;
+}
+
+/* ---- sleep ----------------------------------------------------------------- */
+
+NOINLINE uint64_t nap_here(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	struct sched_snap s0 = snap();
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+	return asleep_ns(s0, snap());
+}
+
+/* ---- quota: the cgroup's own count of its throttled time ----------------- */
+
+static char cpu_stat_path[512];
+
+static void find_cpu_stat(void)
+{
+	FILE *f = fopen("/proc/self/cgroup", "r");
+	char line[512];
+	if (!f)
+		return;
+	while (fgets(line, sizeof line, f)) {
+		line[strcspn(line, "\n")] = 0;
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (!c2)
+			continue;
+		*c2 = 0;
+		const char *ctrl = c1 + 1, *path = c2 + 1;
+		/* v1: a line whose controllers include cpu; v2: "0::PATH" */
+		if (strstr(ctrl, "cpu") && !strstr(ctrl, "cpuset") &&
+		    (strcmp(ctrl, "cpu") == 0 || strncmp(ctrl, "cpu,", 4) == 0 || strstr(ctrl, ",cpu"))) {
+			const char *mnt = access("/sys/fs/cgroup/cpu,cpuacct", F_OK) == 0 ? "/sys/fs/cgroup/cpu,cpuacct"
+											   : "/sys/fs/cgroup/cpu";
+			snprintf(cpu_stat_path, sizeof cpu_stat_path, "%s%s/cpu.stat", mnt, path);
+			break;
+		}
+		if (*ctrl == 0 && !cpu_stat_path[0]) {
+			const char *mnt = access("/sys/fs/cgroup/unified", F_OK) == 0 ? "/sys/fs/cgroup/unified"
+										       : "/sys/fs/cgroup";
+			snprintf(cpu_stat_path, sizeof cpu_stat_path, "%s%s/cpu.stat", mnt, path);
+		}
+	}
+	fclose(f);
+}
+
+/* v1: throttled_time (ns); v2: throttled_usec. */
+static uint64_t throttled_ns(void)
+{
+	FILE *f = cpu_stat_path[0] ? fopen(cpu_stat_path, "r") : NULL;
+	char key[64];
+	unsigned long long v;
+	uint64_t out = 0;
+	if (!f)
+		return 0;
+	while (fscanf(f, "%63s %llu", key, &v) == 2) {
+		if (strcmp(key, "throttled_time") == 0)
+			out = v;
+		else if (strcmp(key, "throttled_usec") == 0)
+			out = v * 1000ull;
+	}
+	fclose(f);
+	return out;
+}
+
+static NOINLINE uint64_t do_quota(unsigned ms)
+{
+	uint64_t t0 = throttled_ns();
+	spin_until(now_ns() + ms * 1000000ull);
+	return throttled_ns() - t0;
+}
+
+/* ---- the loop -------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+	double start_delay = 4;
+	unsigned gap = 250;
+	int cpu = -1, first = 1;
+	while (first < argc && strncmp(argv[first], "--", 2) == 0) {
+		if (first + 1 >= argc)
+			break;
+		if (strcmp(argv[first], "--start-delay") == 0)
+			start_delay = atof(argv[first + 1]);
+		else if (strcmp(argv[first], "--gap") == 0)
+			gap = (unsigned)atoi(argv[first + 1]);
+		else if (strcmp(argv[first], "--cpu") == 0)
+			cpu = atoi(argv[first + 1]);
+		else if (strcmp(argv[first], "--junk-owner") == 0)
+			junk_owner = atoi(argv[first + 1]);
+		else
+			break;
+		first += 2;
+	}
+	if (first >= argc) {
+		fprintf(stderr, "usage: cause_target [--start-delay S] [--gap MS] [--cpu N] "
+				"lock:MS|peer:MS|chain:MS|hog:MS|sleep:MS|quota:MS|spin:MS ...\n");
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (cpu < 0)
+		cpu = sched_getcpu() < 0 ? 0 : sched_getcpu();
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	int need_hog = 0, need_peer = 0, need_chain = 0;
+	for (int i = first; i < argc; i++) {
+		need_hog |= strncmp(argv[i], "hog:", 4) == 0;
+		need_peer |= strncmp(argv[i], "peer:", 5) == 0;
+		need_chain |= strncmp(argv[i], "chain:", 6) == 0;
+	}
+	find_cpu_stat();
+
+	pthread_t holder;
+	if (pipe(holder_go) || pthread_create(&holder, NULL, holder_main, NULL))
+		die("holder");
+	struct child peer = {0}, chainb = {0};
+	struct hog hog = {0};
+	if (need_peer)
+		peer = start_child("peer", 0);
+	if (need_chain)
+		chainb = start_child("chainb", 1);
+	if (need_hog)
+		hog = start_hog(cpu);
+	/* Only the loop is pinned, for the hog test (the hog shares its CPU);
+	 * after the forks, so that no other process inherits it. */
+	if (need_hog && sched_setaffinity(0, sizeof one, &one))
+		die("sched_setaffinity");
+	while (!atomic_load(&holder_tid))
+		usleep(1000);
+
+	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = {.events = EPOLLIN};
+	if (tfd < 0 || ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev))
+		die("epoll/timerfd");
+	printf("{\"ready\":true,\"pid\":%d,\"tid\":%d,\"holder_tid\":%d,\"peer_pid\":%d,\"peer_tid\":%d,"
+	       "\"chainb_pid\":%d,\"chainb_tid\":%d,\"chainc_tid\":%d,\"hog_pid\":%d,\"cpu\":%d,"
+	       "\"lock_addr\":\"%p\",\"cpu_stat\":\"%s\"}\n",
+	       getpid(), gettid_(), atomic_load(&holder_tid), peer.pid, peer.tid, chainb.pid, chainb.tid,
+	       chainb.worker_tid, hog.pid, cpu, (void *)&lock_m, cpu_stat_path);
+
+	uint64_t next = now_ns() + (uint64_t)(start_delay * 1e9);
+	struct itimerspec its = {.it_value = {next / 1000000000ull, next % 1000000000ull}};
+	if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL))
+		die("timerfd_settime");
+	for (int i = first, k = 0; i < argc; i++, k++) {
+		unsigned lock_ms;
+		if (sscanf(argv[i], "lock:%u", &lock_ms) == 1)
+			plan_hold(next, lock_ms);
+		struct epoll_event out;
+		uint64_t expirations;
+		while (epoll_wait(ep, &out, 1, -1) < 0)
+			if (errno != EINTR)
+				die("epoll_wait");
+		uint64_t begin = now_ns();
+		if (read(tfd, &expirations, sizeof expirations) < 0)
+			die("read timerfd");
+		char kind[16] = "";
+		unsigned ms = 0;
+		if (sscanf(argv[i], "%15[a-z]:%u", kind, &ms) != 2) {
+			fprintf(stderr, "cause_target: bad step '%s'\n", argv[i]);
+			return 2;
+		}
+		uint64_t wait = 0;
+		if (!strcmp(kind, "lock"))
+			wait = do_lock();
+		else if (!strcmp(kind, "peer"))
+			wait = do_peer(&peer, ms);
+		else if (!strcmp(kind, "chain"))
+			wait = do_peer(&chainb, ms);
+		else if (!strcmp(kind, "hog"))
+			wait = do_hog(&hog, ms);
+		else if (!strcmp(kind, "sleep"))
+			wait = nap_here(ms);
+		else if (!strcmp(kind, "quota"))
+			wait = do_quota(ms);
+		else if (!strcmp(kind, "spin"))
+			crunch_b(ms);
+		else if (!strcmp(kind, "junk"))
+			wait = do_junk(ms);
+		else if (!strcmp(kind, "storm"))
+			wait = do_storm(ms);
+		else {
+			fprintf(stderr, "cause_target: unknown step '%s'\n", kind);
+			return 2;
+		}
+		uint64_t end = now_ns();
+		printf("{\"task\":%d,\"kind\":\"%s\",\"arg\":%u,\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64
+		       ",\"wait_ns\":%" PRIu64 "}\n",
+		       k, kind, ms, begin, end, wait);
+		next = now_ns() + gap * 1000000ull;
+		its.it_value.tv_sec = next / 1000000000ull;
+		its.it_value.tv_nsec = next % 1000000000ull;
+		if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL))
+			die("timerfd_settime");
+	}
+	printf("{\"done\":true}\n");
+	if (peer.pid)
+		kill(peer.pid, SIGKILL);
+	if (chainb.pid)
+		kill(chainb.pid, SIGKILL);
+	if (hog.pid)
+		kill(hog.pid, SIGKILL);
+	while (wait(NULL) > 0)
+		;
+	return 0;
+}

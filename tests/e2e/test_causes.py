@@ -1,0 +1,303 @@
+"""End-to-end tests of `cause` and `why` (README, "Why"): tests/apps/cause_target
+plants one cause per task and measures it itself; jankbpf must name the kind,
+its time within 10 % of the app's own measure, and its identity (the owner and
+the function it ran, the peer and its function, one level on for a chain, the
+CPU hog, the frame that slept, the cgroup and its quota)."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from harness import BUILD, Jankbpf
+
+APP = os.path.join(BUILD, "tests", "cause_target")
+IGNORE = "3"
+START_DELAY = 4
+
+
+class CauseTarget:
+    """Runs cause_target (optionally inside a cgroup) and reads its truth."""
+
+    def __init__(self, steps, cgroup_procs=None, gap=300):
+        argv = [APP, "--start-delay", str(START_DELAY), "--gap", str(gap), *steps]
+        if cgroup_procs:
+            # Joins the cgroup before exec, so every thread and child is in it.
+            argv = ["sh", "-c", f'echo $$ > "{cgroup_procs}" && exec "$@"', "sh", *argv]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        self.ready = json.loads(self.proc.stdout.readline())
+        self.pid = self.ready["pid"]
+
+    def tasks(self, timeout=60):
+        out = []
+        for line in self.proc.stdout:
+            d = json.loads(line)
+            if d.get("done"):
+                break
+            out.append(d)
+        self.proc.wait(timeout)
+        return out
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def run(steps, **kw):
+    """(truth tasks, ready line, jank records) of one run of cause_target.
+    A short last step keeps the process (and its fds) alive while the
+    measured tasks' records are made: what names a cause is read from /proc
+    (a process that exits at once loses its fd paths: README, Why)."""
+    target = CauseTarget([*steps, "spin:5"], **kw)
+    try:
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE)
+        tasks = target.tasks()[:-1]
+        assert jb.wait(30) == 0, jb.stderr
+    finally:
+        target.kill()
+    return tasks, target.ready, jb.of_type("jank")
+
+
+def jank_of(janks, task):
+    """The jank whose begin is the app's task begin (the app reads its clock
+    just after epoll_wait returns)."""
+    found = [j for j in janks if abs(j["begin_monotonic_ns"] - task["begin_ns"]) < 5_000_000]
+    assert len(found) == 1, (task, [j["begin_monotonic_ns"] for j in janks])
+    return found[0]
+
+
+def top(jank, kind):
+    """The largest slice, which must be of this kind."""
+    causes = jank["cause"]
+    assert causes, jank
+    assert causes[0]["kind"] == kind, json.dumps(causes, indent=1)
+    return causes[0]
+
+
+def within_10pct(ms, truth_ns):
+    truth = truth_ns / 1e6
+    return abs(ms - truth) <= 0.1 * truth
+
+
+def assert_sums(jank):
+    """Slices are exclusive and refine the non-running time exactly."""
+    st = jank["state_ms"]
+    nonrun = st["runnable"] + st["sleeping"] + st["blocked_io"]
+    total = sum(c["ms"] for c in jank["cause"])
+    assert abs(total - nonrun) <= 0.01 + 0.001 * nonrun, (total, nonrun, jank["cause"])
+
+
+def test_lock_names_the_owner_and_what_it_ran():
+    tasks, ready, janks = run(["lock:300", "lock:400"])
+    for task in tasks:
+        j = jank_of(janks, task)
+        assert_sums(j)
+        c = top(j, "lock")
+        assert within_10pct(c["ms"], task["wait_ns"]), (c["ms"], task)
+        assert c["address"] == ready["lock_addr"]
+        assert c["where"].startswith("cause_target+0x")
+        owner = c["owner"]
+        assert (owner["tid"], owner["comm"], owner["pid"]) == (ready["holder_tid"], "holder", ready["pid"])
+        assert owner["claim"] and owner["verified"]
+        assert owner["function"] == "crunch_a", owner
+        # Its split covers the time it was followed, and it ran.
+        assert abs(sum(owner["state_ms"].values()) - owner["followed_ms"]) <= 0.01 * owner["followed_ms"] + 0.01
+        assert owner["state_ms"]["running"] > 0 and owner["samples"] > 0, owner
+        assert f"holder[{ready['holder_tid']}]" in j["why"] and "crunch_a" in j["why"], j["why"]
+        assert j["why"].startswith(f"{c['ms']:.0f} ms on mutex "), j["why"]
+
+
+def test_peer_names_the_process_and_its_function():
+    tasks, ready, janks = run(["peer:300", "peer:350"])
+    for task in tasks:
+        j = jank_of(janks, task)
+        assert_sums(j)
+        c = top(j, "peer")
+        assert within_10pct(c["ms"], task["wait_ns"]), (c["ms"], task)
+        assert c["syscall"] == "read" and c["fd_path"].startswith("pipe:[")
+        peer = c["peer"]
+        assert (peer["pid"], peer["tid"], peer["comm"]) == (ready["peer_pid"], ready["peer_tid"], "peer")
+        assert peer["verified"] and not peer.get("claim")
+        assert peer["function"] == "crunch_b", peer
+        assert f"peer[{ready['peer_tid']}]" in j["why"] and "crunch_b" in j["why"], j["why"]
+
+
+def test_chain_names_the_peer_and_the_thread_it_waited_for():
+    tasks, ready, janks = run(["chain:300", "chain:350"])
+    for task in tasks:
+        j = jank_of(janks, task)
+        assert_sums(j)
+        c = top(j, "peer")
+        assert within_10pct(c["ms"], task["wait_ns"]), (c["ms"], task)
+        peer = c["peer"]
+        assert (peer["pid"], peer["tid"], peer["comm"]) == (ready["chainb_pid"], ready["chainb_tid"], "chainb")
+        # It spent the wait asleep, and was woken by its worker, which ran crunch_c.
+        assert peer["state_ms"]["sleeping"] > 0.8 * peer["followed_ms"], peer
+        nxt = peer["waited"]["thread"]
+        assert (nxt["tid"], nxt["comm"]) == (ready["chainc_tid"], "chainc"), peer
+        assert nxt["verified"] and nxt["function"] == "crunch_c", nxt
+        assert "chainb" in j["why"] and "chainc" in j["why"] and "crunch_c" in j["why"], j["why"]
+
+
+def test_runnable_names_the_hog_on_its_cpu():
+    tasks, ready, janks = run(["hog:300", "hog:250"])
+    for task in tasks:
+        j = jank_of(janks, task)
+        assert_sums(j)
+        c = top(j, "runnable")
+        assert within_10pct(c["ms"], task["wait_ns"]), (c["ms"], task)
+        hog = c["cpu_tasks"][0]
+        assert (hog["comm"], hog["pid"]) == ("hog", ready["hog_pid"]), c
+        assert within_10pct(hog["ms"], task["wait_ns"]), (hog, task)
+        assert f"hog[{ready['hog_pid']}]" in j["why"], j["why"]
+
+
+def test_sleep_names_the_frame_that_slept():
+    tasks, ready, janks = run(["sleep:300", "sleep:250"])
+    for task in tasks:
+        j = jank_of(janks, task)
+        assert_sums(j)
+        c = top(j, "sleep")
+        assert within_10pct(c["ms"], task["wait_ns"]), (c["ms"], task)
+        assert c["syscall"] in ("nanosleep", "clock_nanosleep")
+        assert c["in_interrupt"], c  # the timer woke it: nobody is blamed
+        assert c["frame"].startswith("nap_here ("), c
+        assert "nap_here" in j["why"], j["why"]
+
+
+def _v1_cpu_root():
+    for root in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"):
+        if os.path.exists(os.path.join(root, "cpu.cfs_quota_us")):
+            return root
+    return None
+
+
+def _v2_cpu_root():
+    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        ctl = os.path.join(root, "cgroup.controllers")
+        if os.path.exists(ctl) and "cpu" in open(ctl).read().split():
+            return root
+    return None
+
+
+@pytest.fixture
+def quota_cgroup():
+    """A cgroup with a 20 ms / 100 ms cpu quota (v1 cpu, else v2 cpu.max)."""
+    name = f"jankbpf-cause-{os.getpid()}"
+    v1, v2 = _v1_cpu_root(), _v2_cpu_root()
+    if v1:
+        path = os.path.join(v1, name)
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "cpu.cfs_period_us"), "w") as f:
+            f.write("100000")
+        with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
+            f.write("20000")
+        fs = "cgroup (cpu)"
+    elif v2:
+        with open(os.path.join(v2, "cgroup.subtree_control"), "w") as f:
+            f.write("+cpu")
+        path = os.path.join(v2, name)
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "cpu.max"), "w") as f:
+            f.write("20000 100000")
+        fs = "cgroup2"
+    else:
+        if os.environ.get("CI") == "true":
+            pytest.fail("no cgroup with the cpu controller (v1 cpu or v2 cpu.max) to set a quota in")
+        pytest.skip("no cgroup with the cpu controller (v1 cpu or v2 cpu.max) to set a quota in")
+    yield path, "/" + name, fs
+    os.rmdir(path)
+
+
+def test_throttled_names_the_cgroup_and_quota(quota_cgroup):
+    path, rel, fs = quota_cgroup
+    tasks, ready, janks = run(["quota:400", "quota:300"], cgroup_procs=os.path.join(path, "cgroup.procs"))
+    for task in tasks:
+        j = jank_of(janks, task)
+        assert_sums(j)
+        c = top(j, "throttled")
+        assert within_10pct(c["ms"], task["wait_ns"]), (c["ms"], task)
+        assert c["cgroup"] == rel and c["cgroup_fs"].startswith(fs.split()[0]), c
+        assert c["quota"] == "20000/100000", c
+        assert f"cgroup {rel}" in j["why"], j["why"]
+
+
+def test_stack_log_carries_the_why_line(tmp_path):
+    target = CauseTarget(["sleep:300"])
+    try:
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE, log_dir=str(tmp_path))
+        target.tasks()
+        assert jb.wait(30) == 0, jb.stderr
+    finally:
+        target.kill()
+    (j,) = jb.of_type("jank")
+    logs = [p for p in j["external_log"] if "/stack-" in p]
+    assert logs, j
+    head = open(logs[0]).read().splitlines()[:2]
+    assert head[1] == "# why: " + j["why"], head
+
+
+def test_without_causes_the_record_has_none():
+    """JANKBPF_DISABLE=causes: the load without them, and no field."""
+    target = CauseTarget(["sleep:300"])
+    try:
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE, env={**os.environ, "JANKBPF_DISABLE": "causes"})
+        target.tasks()
+        assert jb.wait(30) == 0, jb.stderr
+    finally:
+        target.kill()
+    (j,) = jb.of_type("jank")
+    assert "cause" not in j and "why" not in j
+    assert "causes" in jb.summary()["features_missing"]
+
+
+# ---- hostile input ----------------------------------------------------------
+
+
+def test_a_forged_owner_is_never_named():
+    """A futex word whose __owner names another process's thread (pid 1,
+    and jankbpf's own): the claim is not believed, that process never
+    named; the thread that really woke the loop is, as a peer."""
+    for junk in (1, os.getpid()):
+        argv = [APP, "--start-delay", str(START_DELAY), "--junk-owner", str(junk), "junk:300", "spin:5"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        ready = json.loads(proc.stdout.readline())
+        try:
+            jb = Jankbpf("--pid", str(ready["pid"]), "--ignore-startup-time", IGNORE)
+            tasks = []
+            for line in proc.stdout:
+                d = json.loads(line)
+                if d.get("done"):
+                    break
+                tasks.append(d)
+            assert jb.wait(30) == 0, jb.stderr
+        finally:
+            proc.kill()
+            proc.wait(10)
+        j = jank_of(jb.of_type("jank"), tasks[0])
+        assert_sums(j)
+        c = top(j, "peer")
+        assert "owner" not in c
+        assert c["peer"]["comm"] == "junkwaker" and c["peer"]["pid"] == ready["pid"], c
+        assert within_10pct(c["ms"], tasks[0]["wait_ns"]), (c["ms"], tasks[0])
+        assert f"[{junk}]" not in j["why"], j["why"]
+
+
+def test_a_storm_of_wakeups_stays_bounded_and_exact():
+    """Four threads wake the loop's futex thousands of times: the record
+    stays a handful of slices, the asleep ones summing exactly to the
+    state split's sleeping time. (Not to the app's schedstat measure: with
+    thousands of ~10 µs stretches, where each begins and ends differs
+    from schedstat's by fractions of a µs, a few ms in all.)"""
+    tasks, ready, janks = run(["storm:300", "storm:300"])
+    for task in tasks:
+        j = jank_of(janks, task)
+        assert_sums(j)
+        assert len(j["cause"]) <= 8 + 11 + 1, j["cause"]
+        asleep = sum(c["ms"] for c in j["cause"] if c.get("state") in ("sleeping", "blocked_io"))
+        st = j["state_ms"]
+        assert abs(asleep - (st["sleeping"] + st["blocked_io"])) <= 0.05, (asleep, st)
+        peers = [c for c in j["cause"] if c["kind"] == "peer"]
+        assert peers and all(c["peer"]["comm"] == "stormer" for c in peers), j["cause"]
+        assert max(c["count"] for c in peers) > 1000  # the storm was seen, merged into one slice

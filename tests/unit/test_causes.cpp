@@ -1,0 +1,437 @@
+// Unit tests for src/cause/: attribution of the kernel's slices into the
+// typed model (exclusive, summing to the non-running time, claims checked,
+// interrupts never blamed), the one-line why, the /proc and kallsyms
+// parsers behind the identities, the evidence store's bounds.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cause/attribute.h"
+#include "cause/evidence.h"
+#include "cause/identity.h"
+#include "cause/irq_text.h"
+#include "cause/stack_source.h"
+#include "cause/syscalls.h"
+#include "cause/why.h"
+#include "output/output.h"
+
+using namespace jankbpf;
+using namespace jankbpf::cause;
+
+namespace {
+
+constexpr pid_t kPid = 100, kTid = 100;
+
+// /proc as a test says it is.
+struct FakeIds : Identities {
+  std::map<pid_t, std::string> threads;  // threads of kPid
+  std::map<int, std::string> fds;
+  std::map<uint64_t, std::string> where;
+  std::vector<std::pair<pid_t, pid_t>> asked;  // thread_in questions
+  std::string thread_comm(pid_t pid, pid_t tid) override {
+    if (pid != kPid) return "";
+    auto it = threads.find(tid);
+    return it == threads.end() ? "" : it->second;
+  }
+  bool thread_in(pid_t pid, pid_t tid) override {
+    asked.push_back({pid, tid});
+    return pid == kPid && threads.count(tid);
+  }
+  std::string fd_path(pid_t, int fd) override { return fds.count(fd) ? fds[fd] : ""; }
+  std::string address_where(pid_t, uint64_t a) override { return where.count(a) ? where[a] : ""; }
+  CgroupInfo cgroup(uint64_t id, uint32_t h) override {
+    return id == 77 && h == 1 ? CgroupInfo{"/jt-quota", "cgroup (cpu)", "20000/100000"} : CgroupInfo{};
+  }
+};
+
+stack::ResolvedStack user_stack(std::vector<std::string> syms, std::string module = "/srv/app") {
+  stack::ResolvedStack s;
+  for (auto& name : syms) {
+    stack::Frame f;
+    f.module = module;
+    f.symbol = name;
+    f.file = "/src/app.c";
+    f.line = 41;
+    s.frames.push_back(f);
+  }
+  return s;
+}
+
+TaskRecord record(double running, double runnable, double sleeping, double blocked = 0) {
+  TaskRecord r;
+  r.proc.pid = kPid;
+  r.tid = kTid;
+  r.state = {running, runnable, sleeping, blocked};
+  r.duration_ms = running + runnable + sleeping + blocked;
+  return r;
+}
+
+jb_cause_event event() {
+  jb_cause_event e{};
+  e.hdr.type = JB_EV_CAUSE;
+  e.hdr.pid = kPid;
+  e.hdr.tid = kTid;
+  e.seq = 7;
+  return e;
+}
+
+jb_cause_slice& add(jb_cause_event& e, uint32_t kind, double ms, uint64_t key = 0) {
+  jb_cause_slice& s = e.slices[e.nslices++];
+  s.kind = kind;
+  s.key = key;
+  s.ns = static_cast<uint64_t>(ms * 1e6);
+  s.max_ns = s.ns;
+  s.count = 1;
+  s.nr = -1;
+  e.kind_ns[kind] += s.ns;
+  return s;
+}
+
+void woken_by(jb_cause_slice& s, pid_t pid, pid_t tid, const char* comm) {
+  s.flags |= JB_CSF_WOKEN;
+  s.waker_pid = pid;
+  s.waker_tid = tid;
+  strncpy(s.waker_comm, comm, sizeof s.waker_comm - 1);
+}
+
+double total(const TaskRecord& r) {
+  double t = 0;
+  for (const auto& c : r.cause) t += c.ms;
+  return t;
+}
+
+long nr_of(const char* name) {
+  for (long nr = 0; nr < 512; nr++)
+    if (syscall_name(nr) == name) return nr;
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("a lock slice names its owner when the claim is a thread of the process that released it",
+          "[causes]") {
+  FakeIds ids;
+  ids.threads = {{101, "holder"}};
+  ids.where[0x5000] = "app+0x4040";
+  auto e = event();
+  auto& s = add(e, JB_CAUSE_LOCK, 400, 0x5000);
+  s.arg0 = 0x5000;
+  s.nr = nr_of("futex");
+  s.flags = JB_CSF_FUTEX_WAIT | JB_CSF_CLAIM_READ;
+  s.claim = 101;
+  s.max_off_ns = 1000;
+  woken_by(s, kPid, 101, "holder");
+  Evidence ev;
+  ev.causes = e;
+  jb_subject_event sub{};
+  sub.tid = 101;
+  sub.pid = kPid;
+  sub.role = JB_SUBJ_OWNER;
+  sub.since_ns = 1000;
+  sub.until_ns = 1000 + 400'000'000;
+  sub.state_ns[JB_ST_RUNNING] = 390'000'000;
+  sub.state_ns[JB_ST_RUNNABLE] = 10'000'000;
+  sub.samples = 2;
+  strcpy(sub.comm, "holder");
+  ev.subjects.push_back(sub);
+  CollectedStacks stacks;
+  stacks.add_sample(101, 2000, user_stack({"crunch_a", "holder_main"}));
+  stacks.add_sample(101, 3000, user_stack({"crunch_a", "holder_main"}));
+
+  auto r = record(1, 0, 400);
+  attribute(r, ev, true, ids, stacks);
+  REQUIRE(r.cause.size() == 1);
+  const auto& c = r.cause[0];
+  CHECK(c.kind == "lock");
+  CHECK(c.address == 0x5000);
+  CHECK(c.address_where == "app+0x4040");
+  REQUIRE(c.owner);
+  CHECK(c.owner->tid == 101);
+  CHECK(c.owner->comm == "holder");
+  CHECK(c.owner->claim);
+  CHECK(c.owner->verified);
+  CHECK(c.owner->function == "crunch_a");
+  CHECK(c.owner->state.running_ms == Approx(390));
+  CHECK(r.why == "400 ms on mutex 0x5000 (app+0x4040) held by holder[101], which ran crunch_a (app.c:41) for 390 ms");
+}
+
+TEST_CASE("a claim that is no thread of the process is not believed: the waker is a peer", "[causes]") {
+  FakeIds ids;  // 4242 is not a thread of kPid (another process's, or junk)
+  auto e = event();
+  auto& s = add(e, JB_CAUSE_LOCK, 300, 0x5000);
+  s.arg0 = 0x5000;
+  s.flags = JB_CSF_FUTEX_WAIT | JB_CSF_CLAIM_READ;
+  s.claim = 4242;
+  woken_by(s, kPid, 105, "worker");
+  Evidence ev;
+  ev.causes = e;
+  CollectedStacks stacks;
+  auto r = record(1, 0, 300);
+  attribute(r, ev, true, ids, stacks);
+  REQUIRE(r.cause.size() == 1);
+  CHECK(r.cause[0].kind == "peer");
+  CHECK(!r.cause[0].owner);
+  REQUIRE(r.cause[0].waker);
+  CHECK(r.cause[0].waker->tid == 105);
+  CHECK(r.why.find("4242") == std::string::npos);
+}
+
+TEST_CASE("interrupt and kernel-thread wakers are never blamed", "[causes]") {
+  FakeIds ids;
+  auto e = event();
+  auto& s = add(e, JB_CAUSE_OTHER, 200, 0);
+  s.flags = JB_CSF_WOKEN | JB_CSF_IRQ;
+  s.waker_tid = 999;  // the task the interrupt landed on
+  auto& k = add(e, JB_CAUSE_OTHER, 100, 1ull << 32);
+  woken_by(k, 0, 55, "kworker/0:1");
+  k.flags |= JB_CSF_KTHREAD | JB_CSF_BLOCKED;
+  Evidence ev;
+  ev.causes = e;
+  CollectedStacks stacks;
+  auto r = record(0, 0, 200, 100);
+  attribute(r, ev, true, ids, stacks);
+  REQUIRE(r.cause.size() == 2);
+  CHECK(r.cause[0].in_interrupt);
+  CHECK(!r.cause[0].waker);
+  CHECK(r.cause[1].by_kernel);
+  CHECK(r.cause[1].state == "blocked_io");
+  for (const auto& c : r.cause) CHECK(c.kind == "other");
+  CHECK(r.why.find("999") == std::string::npos);
+}
+
+TEST_CASE("slices sum to the non-running time: a remainder is other, unattributed; an excess is scaled",
+          "[causes]") {
+  FakeIds ids;
+  CollectedStacks stacks;
+  SECTION("less evidence than time") {
+    auto e = event();
+    add(e, JB_CAUSE_SLEEP, 100, 35);
+    Evidence ev;
+    ev.causes = e;
+    auto r = record(10, 5, 145);
+    attribute(r, ev, true, ids, stacks);
+    CHECK(total(r) == Approx(150));
+    REQUIRE(r.cause.size() == 2);
+    CHECK(r.cause[1].kind == "other");
+    CHECK(r.cause[1].unattributed);
+    CHECK(r.cause[1].ms == Approx(50));
+  }
+  SECTION("time past the slots keeps its kind") {
+    auto e = event();
+    add(e, JB_CAUSE_RUNNABLE, 40);
+    e.kind_ns[JB_CAUSE_RUNNABLE] += 60'000'000;  // charged with no slot left
+    Evidence ev;
+    ev.causes = e;
+    auto r = record(0, 100, 0);
+    attribute(r, ev, true, ids, stacks);
+    CHECK(total(r) == Approx(100));
+    for (const auto& c : r.cause) CHECK(c.kind == "runnable");
+  }
+  SECTION("more than the split: scaled down, never more than the task") {
+    auto e = event();
+    add(e, JB_CAUSE_RUNNABLE, 120);
+    Evidence ev;
+    ev.causes = e;
+    auto r = record(0, 100, 0);
+    attribute(r, ev, true, ids, stacks);
+    CHECK(total(r) == Approx(100));
+  }
+  SECTION("no record, off the CPU anyway") {
+    Evidence ev;
+    auto r = record(50, 0, 100);
+    attribute(r, ev, true, ids, stacks);
+    REQUIRE(r.cause.size() == 1);
+    CHECK(r.cause[0].unattributed);
+  }
+  SECTION("causes off: nothing") {
+    Evidence ev;
+    auto r = record(50, 0, 100);
+    attribute(r, ev, false, ids, stacks);
+    CHECK(r.cause.empty());
+    CHECK(r.why.empty());
+    CHECK(!r.causes_known);
+  }
+}
+
+TEST_CASE("runnable names the top three processes on its CPU; throttled the cgroup and quota", "[causes]") {
+  FakeIds ids;
+  CollectedStacks stacks;
+  auto e = event();
+  add(e, JB_CAUSE_RUNNABLE, 200);
+  auto& t = add(e, JB_CAUSE_THROTTLED, 300, 77);
+  t.cgroup_id = 77;
+  t.hierarchy_id = 1;
+  const char* names[] = {"a", "hog", "b", "c"};
+  const double ms[] = {10, 150, 30, 5};
+  for (int i = 0; i < 4; i++) {
+    e.cpu.task[i].pid = 200 + i;
+    e.cpu.task[i].tid = 200 + i;
+    e.cpu.task[i].ns = static_cast<uint64_t>(ms[i] * 1e6);
+    strcpy(e.cpu.task[i].comm, names[i]);
+  }
+  e.cpu.other_ns = 5'000'000;
+  e.preempted = 3;
+  Evidence ev;
+  ev.causes = e;
+  auto r = record(0, 500, 0);
+  attribute(r, ev, true, ids, stacks);
+  REQUIRE(r.cause.size() == 2);
+  CHECK(r.cause[0].kind == "throttled");
+  CHECK(r.cause[0].cgroup == "/jt-quota");
+  CHECK(r.cause[0].quota == "20000/100000");
+  const auto& run = r.cause[1];
+  REQUIRE(run.cpu_tasks.size() == 3);
+  CHECK(run.cpu_tasks[0].comm == "hog");
+  CHECK(run.cpu_tasks[1].comm == "b");
+  CHECK(run.cpu_others_ms == Approx(10));  // "c" and the rest
+  CHECK(run.preempted == 3);
+  CHECK(r.why ==
+        "300 ms throttled by the cpu quota 20000/100000 µs of cgroup /jt-quota; "
+        "200 ms queued for a CPU behind hog[201] 150 ms, b[202] 30 ms, a[200] 10 ms (preempted 3x)");
+}
+
+TEST_CASE("a sleep names the user frame that asked; a subject's chain goes one level on", "[causes]") {
+  FakeIds ids;
+  CollectedStacks stacks;
+  auto e = event();
+  auto& sl = add(e, JB_CAUSE_SLEEP, 300, nr_of("clock_nanosleep"));
+  sl.nr = nr_of("clock_nanosleep");
+  sl.max_off_ns = 5000;
+  sl.flags = JB_CSF_WOKEN | JB_CSF_IRQ;
+  auto cap = user_stack({"clock_nanosleep", "nanosleep"}, "/lib/x86_64-linux-gnu/libc.so.6");
+  auto mine = user_stack({"nap_here", "main"});
+  cap.frames.insert(cap.frames.end(), mine.frames.begin(), mine.frames.end());
+  cap.wait_state = 'S';
+  stacks.add_capture(kTid, 5000, cap);
+
+  auto& p = add(e, JB_CAUSE_PEER, 200, 1);
+  p.nr = nr_of("read");
+  p.arg0 = 7;
+  p.max_off_ns = 10'000;
+  woken_by(p, 300, 300, "chainb");
+  ids.fds[7] = "pipe:[42]";
+  Evidence ev;
+  ev.causes = e;
+  jb_subject_event b{};
+  b.tid = 300;
+  b.pid = 300;
+  b.role = JB_SUBJ_PEER;
+  b.since_ns = 10'000;
+  b.until_ns = 10'000 + 200'000'000;
+  b.state_ns[JB_ST_SLEEPING] = 200'000'000;
+  b.wait_nr = -1;
+  b.flags = JB_CSF_WOKEN;
+  b.waker_pid = 300;
+  b.waker_tid = 301;
+  strcpy(b.comm, "chainb");
+  strcpy(b.waker_comm, "chainc");
+  ev.subjects.push_back(b);
+  stacks.add_sample(301, 50'000, user_stack({"crunch_c", "worker"}));
+
+  auto r = record(0, 0, 500);
+  attribute(r, ev, true, ids, stacks);
+  REQUIRE(r.cause.size() == 2);
+  CHECK(r.cause[0].frame == "nap_here (app.c:41)");
+  const auto& peer = r.cause[1];
+  CHECK(peer.fd_path == "pipe:[42]");
+  REQUIRE(peer.waker);
+  REQUIRE(peer.waker->next.size() == 1);
+  CHECK(peer.waker->next[0].tid == 301);
+  CHECK(peer.waker->next[0].verified);
+  CHECK(peer.waker->next[0].function == "crunch_c");
+  CHECK(r.why.find("for chainb[300] of pid 300 and waited 200 ms for chainc[301], which ran crunch_c") !=
+        std::string::npos);
+}
+
+TEST_CASE("cause and why render in the JSON line, and not without causes", "[causes]") {
+  TaskRecord r = record(1, 0, 10);
+  CauseSlice s;
+  s.kind = "sleep";
+  s.ms = 10;
+  s.count = 1;
+  s.syscall = "nanosleep";
+  r.cause.push_back(s);
+  r.why = "10 ms sleeping in nanosleep";
+  r.causes_known = true;
+  auto j = nlohmann::json::parse(to_json_line(r));
+  CHECK(j["why"] == r.why);
+  CHECK(j["cause"][0]["kind"] == "sleep");
+  CHECK(j["cause"][0]["ms"] == 10.0);
+  r.causes_known = false;
+  j = nlohmann::json::parse(to_json_line(r));
+  CHECK(!j.contains("cause"));
+  CHECK(!j.contains("why"));
+}
+
+TEST_CASE("cgroup hierarchies from /proc/cgroups and mountinfo, v1 and v2; quotas", "[causes]") {
+  auto subs = parse_proc_cgroups(
+      "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t1\t1\ncpu\t1\t1\t1\ncpuacct\t1\t1\t1\n"
+      "junk line\nmemory\tx\t1\t1\n");
+  CHECK(subs.at("cpu") == 1);
+  CHECK(subs.at("cpuacct") == 1);
+  CHECK(!subs.count("memory"));
+  auto m = parse_cgroup_mounts(
+      "30 25 0:26 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:11 - cgroup cgroup rw,cpu,cpuacct\n"
+      "31 25 0:27 / /sys/fs/cgroup/unified rw,relatime shared:12 - cgroup2 cgroup2 rw\n"
+      "32 25 0:26 /sub /mnt/bind rw - cgroup cgroup rw,cpu,cpuacct\n"
+      "garbage - \n- - -\n",
+      subs);
+  CHECK(m.at(1).first == "/sys/fs/cgroup/cpu,cpuacct");
+  CHECK(m.at(1).second == "cgroup (cpu,cpuacct)");
+  CHECK(m.at(0).first == "/sys/fs/cgroup/unified");
+  CHECK(m.size() == 2);
+  CHECK(quota_text("20000 100000", "", "") == "20000/100000");
+  CHECK(quota_text("max 100000", "", "") == "max/100000");
+  CHECK(quota_text("", "-1", "100000") == "max/100000");
+  CHECK(quota_text("", "30000", "100000") == "30000/100000");
+  CHECK(quota_text("", "", "").empty());
+  CHECK(safe_name("a\nb\x1b") == "a\\nb\\x1b");
+}
+
+TEST_CASE("interrupt text from kallsyms: the functions' granules, modules and junk skipped", "[causes]") {
+  CHECK(interrupt_function("asm_sysvec_apic_timer_interrupt"));
+  CHECK(interrupt_function("hrtimer_wakeup"));
+  CHECK(!interrupt_function("handle_softirqs"));  // a task's own local_bh_enable runs it too
+  CHECK(!interrupt_function("pipe_write"));
+  auto chunks = irq_text_chunks(
+      "ffffffff81000100 T hrtimer_wakeup\n"
+      "ffffffff81000130 T pipe_write\n"
+      "ffffffff81000300 t sysvec_call_function\n"
+      "ffffffff81000420 T next_one\n"
+      "ffffffffc0000000 t hrtimer_interrupt\t[some_module]\n"
+      "zzz T junk\nffffffff81000500 X odd\n",
+      64);
+  std::map<uint64_t, uint32_t> m(chunks.begin(), chunks.end());
+  const uint64_t c1 = 0xffffffff81000100ull >> 8;
+  // hrtimer_wakeup: [0x100, 0x130): granules 0x10..0x12 of chunk 0x...810001
+  CHECK(m.at(c1) == 0b111u);
+  // sysvec_call_function: [0x300, 0x420) spans chunks ...03 and ...04
+  CHECK(m.at(c1 + 2) == 0xffffu);
+  CHECK(m.at(c1 + 3) == 0b11u);
+  CHECK(m.size() == 3);
+  CHECK(irq_text_chunks("ffffffff81000100 T hrtimer_wakeup\nffffffff81000200 T x\n", 0).empty());
+}
+
+TEST_CASE("the evidence store is bounded and a task's evidence goes with its record", "[causes]") {
+  EvidenceStore store;
+  for (uint64_t seq = 0; seq < EvidenceStore::kMaxTasks + 10; seq++) {
+    jb_cause_event e = event();
+    e.hdr.tid = 5;
+    e.seq = seq;
+    store.add_causes(e);
+  }
+  CHECK(store.size() == EvidenceStore::kMaxTasks);
+  CHECK(store.dropped() == 10);
+  jb_subject_event s{};
+  s.hdr.tid = 5;
+  s.seq = EvidenceStore::kMaxTasks + 9;
+  for (int i = 0; i < 40; i++) store.add_subject(s);
+  auto peek = store.peek(5, s.seq);
+  CHECK(peek.subjects.size() == EvidenceStore::kMaxSubjectsPerTask);
+  auto ev = store.take(5, s.seq);
+  CHECK(ev.causes);
+  CHECK(store.size() == 0);  // the thread's earlier tasks went with it
+}
