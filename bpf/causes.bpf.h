@@ -853,6 +853,12 @@ __noinline int jb_subject_sample(__u32 tid, __u32 tgid, __u64 now)
 	}
 	if (s->want_tgid && s->want_tgid != tgid)
 		return 0;
+	/* Seen on a CPU: a thread that never switched while followed (a spin
+	 * on an idle machine) is known by its samples. */
+	if (!s->tgid) {
+		subject_first_seen(s, tgid);
+		bpf_get_current_comm(&s->comm, sizeof(s->comm));
+	}
 	if (s->last_sample_ns && now - s->last_sample_ns < sample_period_ns - sample_period_ns / 10)
 		return 0;
 	if (s->samples >= JB_SUBJECT_SAMPLES) {

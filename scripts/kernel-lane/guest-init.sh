@@ -320,6 +320,34 @@ scenario_idle() {
 	emit "$name" "$d"
 }
 
+# causes: cause_target's planted causes, one task each (a mutex held by a
+# worker, a pipe peer, a peer waiting on its own worker's lock, a
+# SCHED_FIFO hog on the loop's CPU, a nanosleep), then a spin under a
+# cgroup2 cpu.max quota; jankbpf system-wide, SIGINT at the end. Section
+# target-cause_quota is absent when no cgroup2 cpu controller could be had.
+scenario_causes() {
+	local name=$1 wd=$2 d=/tmp/lane/$1 cg=/sys/fs/cgroup/lane-quota
+	mkdir -p "$d/logs"
+	watchdog_args "$wd"
+	if start_jankbpf "$d" --ignore-startup-time 3 --log-type 1 --log-dir "$d/logs" $WD_ARGS; then
+		while_attached "$d"
+		run_target "$d" cause_target cause_target --start-delay 3.3 --gap 300 \
+			lock:300 peer:300 chain:300 hog:300 sleep:300 spin:5
+		mkdir -p /sys/fs/cgroup
+		grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup
+		if echo +cpu > /sys/fs/cgroup/cgroup.subtree_control && mkdir -p "$cg" &&
+			echo "20000 100000" > "$cg/cpu.max"; then
+			run_target "$d" cause_quota sh -c "echo \$\$ > $cg/cgroup.procs && exec cause_target --start-delay 3.3 quota:400 spin:5"
+		fi
+		echo "done $(now)" > "$d/targets"
+		wait_exit "$d" 60 INT
+	else
+		not_attached "$d" $?
+	fi
+	after_exit "$d"
+	emit "$name" "$d"
+}
+
 # tax: ns per getppid() in a process jankbpf never watches (it never waits),
 # without jankbpf and with it attached system-wide; A B A B A B A (three
 # attaches: the emulated machine's speed drifts by several percent within a

@@ -81,14 +81,14 @@ ARM64_GUEST_PKGS = ["busybox-static", "trace-cmd", "libtraceevent1", "libtracefs
 TROUBLE = re.compile(r"soft lockup|hard LOCKUP|BUG:|Oops|Kernel panic|"
                      r"rcu_\w+ (self-)?detected stall|rcu: INFO: \w+ detected stalls")
 
-SCENARIO_KINDS = ("main", "markers", "tax", "churn", "waits", "idle")
+SCENARIO_KINDS = ("main", "markers", "tax", "churn", "waits", "idle", "causes")
 WATCHDOGS = ("auto", "timer", "scan")
 # Options a scenario's watchdog word may carry, "+"-joined (timer+tp+v).
 RUN_OPTIONS = ("v", "vv", "tp", "tramp", "nostacks", "notrace", "comm")
 # Seconds each scenario may take in the guest beyond jankbpf's start-up
 # (measured on x86_64: main ~25 s, markers ~20 s, 57 s when jankbpf is slow
 # to stop; waits ~15 s; arm64 about twice that).
-SCENARIO_S = {"main": 60, "markers": 80, "tax": 150, "churn": 240, "waits": 60, "idle": 20}
+SCENARIO_S = {"main": 60, "markers": 80, "tax": 150, "churn": 240, "waits": 60, "idle": 20, "causes": 60}
 
 
 def idle_trials():
@@ -340,7 +340,7 @@ def guest_tools(arch):
     return tools, lib_dirs
 
 
-TARGETS = ["stack_loop", "jank_target", "marker_loop", "getppid", "jobs_loop"]
+TARGETS = ["stack_loop", "jank_target", "marker_loop", "getppid", "jobs_loop", "cause_target"]
 
 
 def build_initramfs(arch, scenarios, out_path, attach_timeout, kernel_config=None):
@@ -501,6 +501,8 @@ def default_scenarios(arch, repeat=1):
     out.append(("timer-idle", "idle", "timer"))
     if arch == "x86":
         out.append(("tp-idle", "idle", "timer+tp"))
+    # Causes (README, Why): each planted cause named, on this kernel's hooks.
+    out.append(("timer-causes", "causes", "timer"))
     return out
 
 

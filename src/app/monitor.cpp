@@ -412,6 +412,7 @@ void Monitor::loop() {
           break;
         case Monitor::kTagJvmProbe:
           probe_jvms();
+          break;
         case Monitor::kTagFrames:
         case Monitor::kTagFramesTick:
         case Monitor::kTagFrameSample:

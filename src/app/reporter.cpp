@@ -222,10 +222,13 @@ void Reporter::pin_sampled(pid_t pid) {
   }
   std::string maps;
   stack::read_small_file("/proc/" + std::to_string(pid) + "/maps", maps, 8u << 20);
+  Job pin_job = PinJob{pid, std::move(maps)};
+  const uint32_t uid = uid_of(pin_job);
   {
     std::lock_guard lk(mu_);
     if (queue_.size() >= kMaxQueuedJobs) return;
-    queue_.push_front(PinJob{pid, std::move(maps)});
+    queue_.emplace_front(std::move(pin_job), uid);
+    queued_by_uid_[uid]++;
     urgent_++;
   }
   cv_.notify_one();

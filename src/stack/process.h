@@ -88,7 +88,7 @@ class Process {
   // Its uid (the owner of /proc/PID), what its budgets are charged to.
   uid_t uid();
   // Budget bits its perf map hit (util/budget.h).
-  uint32_t perf_map_budget() const { return perf_map_ && perf_map_->cut() ? kBudgetPerfMap : 0; }
+  uint32_t perf_map_budget() const { return perf_map_ && perf_map_->cut() ? static_cast<uint32_t>(kBudgetPerfMap) : 0u; }
   // Stops prepare()'s opening of modules at this time.
   void set_deadline(std::chrono::steady_clock::time_point t) { deadline_ = t; }
 

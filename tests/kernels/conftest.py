@@ -44,6 +44,7 @@ MAIN = [n for n, k, _ in SCENARIOS if k == "main"]
 MARKERS = [n for n, k, _ in SCENARIOS if k == "markers"]
 WAITS = [n for n, k, _ in SCENARIOS if k == "waits"]
 IDLE = [n for n, k, _ in SCENARIOS if k == "idle"]
+CAUSES = [n for n, k, _ in SCENARIOS if k == "causes"]
 
 
 def _unavailable(why):

@@ -18,7 +18,7 @@ import re
 
 import pytest
 
-from conftest import IDLE, MAIN, MARKERS, WAITS, lane_mod, repeat
+from conftest import CAUSES, IDLE, MAIN, MARKERS, WAITS, lane_mod, repeat
 
 DURATION_S = 24  # the markers scenarios' --duration (guest-init.sh)
 
@@ -583,3 +583,89 @@ def test_marker_tasks(boot, scenario, form):
         problems.append(f"USDT semaphore not raised: {list(cbs.values())}")
     mine = [brief(r) for r in run.of("jank") if r["exe"].endswith("/" + target)]
     assert not problems, "\n".join(problems) + f"\nits janks: {mine}" + run.diag()
+
+
+# --- causes (README, Why) ------------------------------------------------------
+
+
+def cause_truth(run, target):
+    """cause_target's ready line and task lines."""
+    out, rc = run.target(target)
+    assert rc == 0, f"{target} exited {rc}: {out[-800:]}" + run.diag()
+    lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    ready = next(l for l in lines if l.get("ready"))
+    return ready, [l for l in lines if "task" in l]
+
+
+def cause_jank(run, ready, task):
+    j = jank_at(run, task["begin_ns"], task["end_ns"], "cause_target", ready["pid"])
+    assert j is not None, f"no jank for {task}" + run.diag()
+    assert "cause" in j, f"no cause: {brief(j)}" + run.diag()
+    st = j["state_ms"]
+    nonrun = st["runnable"] + st["sleeping"] + st["blocked_io"]
+    assert abs(sum(c["ms"] for c in j["cause"]) - nonrun) <= 0.01 + 0.001 * nonrun, j["cause"]
+    return j
+
+
+def top_cause(j, kind):
+    assert j["cause"] and j["cause"][0]["kind"] == kind, json.dumps(j["cause"])[:3000]
+    return j["cause"][0]
+
+
+def near(ms, truth_ns):
+    return abs(ms - truth_ns / 1e6) <= 0.1 * truth_ns / 1e6
+
+
+@pytest.mark.parametrize("scenario", CAUSES)
+def test_causes_loaded(boot, scenario):
+    run = Run(boot, scenario)
+    assert "causes" not in run.summary()["features_missing"], run.diag()
+
+
+@pytest.mark.parametrize("scenario", CAUSES)
+def test_causes_name_each_planted_cause(boot, scenario):
+    """lock (the owner and crunch_a), peer (the process and crunch_b), one
+    level on (chainb waited for chainc, which ran crunch_c), the hog on the
+    loop's CPU, the frame that slept: kind, time within 10 % of the app's
+    own measure, identity."""
+    run = Run(boot, scenario)
+    ready, tasks = cause_truth(run, "cause_target")
+    by_kind = {t["kind"]: t for t in tasks}
+    failures = []
+    for kind, check in (("lock", "lock"), ("peer", "peer"), ("chain", "peer"), ("hog", "runnable"),
+                        ("sleep", "sleep")):
+        task = by_kind[kind]
+        j = cause_jank(run, ready, task)
+        try:
+            c = top_cause(j, check)
+            assert near(c["ms"], task["wait_ns"]), (c["ms"], task["wait_ns"] / 1e6)
+            if kind == "lock":
+                assert (c["owner"]["tid"], c["owner"]["comm"]) == (ready["holder_tid"], "holder"), c["owner"]
+                assert c["owner"].get("function") == "crunch_a", c["owner"]
+            elif kind == "peer":
+                assert (c["peer"]["tid"], c["peer"]["comm"]) == (ready["peer_tid"], "peer"), c["peer"]
+                assert c["peer"].get("function") == "crunch_b", c["peer"]
+            elif kind == "chain":
+                nxt = c["peer"]["waited"]["thread"]
+                assert (nxt["tid"], nxt["comm"]) == (ready["chainc_tid"], "chainc"), c["peer"]
+                assert nxt.get("function") == "crunch_c", nxt
+            elif kind == "hog":
+                assert (c["cpu_tasks"][0]["comm"], c["cpu_tasks"][0]["pid"]) == ("hog", ready["hog_pid"]), c
+            elif kind == "sleep":
+                assert c["frame"].startswith("nap_here ("), c
+        except (AssertionError, KeyError, IndexError) as e:
+            failures.append(f"{kind}: {e!r} why={j.get('why')!r}")
+    assert not failures, "\n".join(failures) + run.diag()
+
+
+@pytest.mark.parametrize("scenario", CAUSES)
+def test_causes_name_the_cgroup2_quota(boot, scenario):
+    run = Run(boot, scenario)
+    if f"{scenario}/target-cause_quota" not in boot.sections:
+        pytest.fail(f"{boot.arch}: no cgroup2 cpu controller in the guest to set a quota in" + run.diag())
+    ready, tasks = cause_truth(run, "cause_quota")
+    task = tasks[0]
+    j = cause_jank(run, ready, task)
+    c = top_cause(j, "throttled")
+    assert near(c["ms"], task["wait_ns"]), (c["ms"], task["wait_ns"] / 1e6)
+    assert (c["cgroup"], c["cgroup_fs"], c["quota"]) == ("/lane-quota", "cgroup2", "20000/100000"), c
