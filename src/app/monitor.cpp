@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -40,8 +41,9 @@ static_assert((Monitor::kTagJvmProbe & kTagMask) == Monitor::kTagJvmProbe);
 // When the run ends by itself (the command or every --pid target exited)
 // nobody is waiting on it, and the last task's stacks deserve their time;
 // a stuck job still cannot keep it going for ever.
-// Detaching 26 programs takes 60-100 ms (more under load), so the reporter
-// gets half a second from the request.
+// The reporter works beside the detach (most of a second with syscall
+// tracepoints, milliseconds with trampolines): half a second from the
+// request, at least 100 ms after the last drain.
 constexpr std::chrono::milliseconds kStopBudget{500};
 constexpr std::chrono::milliseconds kEndBudget{15000};
 
@@ -157,6 +159,12 @@ int Monitor::run() {
   // A reader that stopped reading must not hold up the exit: from here a
   // line waits for it until the stop budget is spent, then is given up.
   out_->wait_for_reader_until(std::chrono::steady_clock::now() + (asked_to_stop_ ? kStopBudget : kEndBudget));
+  // The stop, by phase (README, "Stopping"): a trace still to be saved
+  // first (trace-cmd reads the instance while the programs still run), then
+  // the detach in the background -- the syscall tracepoints' perf events
+  // close one grace period after another -- and beside it the drain, the
+  // reporter's work and the ftrace instance's removal; a last drain once
+  // every program is gone, so every record they wrote is written.
   detector_->drain_captures();
   detector_->drain();
   drain_samples();
@@ -165,12 +173,31 @@ int Monitor::run() {
   // trace-cmd extract of a full buffer can take seconds under load: after a
   // stop request it gets 300 ms, then the text trace is saved instead.
   if (traces_) traces_->shutdown(asked_to_stop_ ? std::chrono::milliseconds(300) : kEndBudget);
+  const uint64_t traces_ns = monotonic_ns();
+  detector_->begin_detach();
+  std::atomic<double> ftrace_ms{0};
+  std::thread ftrace_remover;
+  if (traces_) ftrace_remover = std::thread([&] { ftrace_ms = traces_->remove_instance(); });
+  detector_->drain_captures();
+  detector_->drain();
+  drain_samples();
+  const DetachTimes detach = detector_->finish_detach();
+  detector_->drain_captures();
+  detector_->drain();
+  drain_samples();
   // The budget counts from the stop request, whatever the steps above took.
-  const auto spent = std::chrono::milliseconds((monotonic_ns() - stop_ns) / 1'000'000);
+  const uint64_t drained_ns = monotonic_ns();
+  const auto spent = std::chrono::milliseconds((drained_ns - stop_ns) / 1'000'000);
   const auto budget = std::max(std::chrono::milliseconds(100), (asked_to_stop_ ? kStopBudget : kEndBudget) - spent);
   const bool finished = reporter_->finish(budget);
-  log::debug("stop: traces and drain %lld ms, reporter %lld ms", static_cast<long long>(spent.count()),
-             static_cast<long long>((monotonic_ns() - stop_ns) / 1'000'000 - spent.count()));
+  if (ftrace_remover.joinable()) ftrace_remover.join();
+  const uint64_t done_ns = monotonic_ns();
+  log::info("stop: trace %.0f ms, then side by side: detach %.0f ms (%zu links; %zu syscall tracepoints, the last "
+            "gone after %.0f ms; the others after %.0f ms), ftrace instance removed in %.0f ms; "
+            "reporter %.0f ms after that; %.0f ms in all",
+            (traces_ns - stop_ns) / 1e6, detach.total_ms, detach.links, detach.perf_tracepoints,
+            detach.perf_tracepoints_ms, detach.others_ms, ftrace_ms.load(), (done_ns - drained_ns) / 1e6,
+            (done_ns - stop_ns) / 1e6);
   if (!finished) {
     // A job is stuck (a read that never returns, a parser that never ends):
     // a stop request still ends the run. Summarise, detach, and exit

@@ -55,6 +55,11 @@ void TraceKeeper::on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_s
     ++evicted_;
   }
   by_task_[{tid, seq}] = {pending, ++triggers_};
+  if (stopped_) {
+    pending->error = "jankbpf stopped before the trace was saved";
+    pending->finish();
+    return;
+  }
   if (!instance_) {
     pending->note = "no trace: the ftrace instance could not be created";
     pending->finish();
@@ -159,7 +164,9 @@ void TraceKeeper::finish_capture(bool block) {
 }
 
 void TraceKeeper::shutdown(std::chrono::milliseconds budget) {
+  stopped_ = true;
   if (!capture_) return;
+  capture_->set_stopping();
   if (scheduled_) begin_capture();
   if (capture_->running()) {
     capture_->cut_short(budget.count());
@@ -170,6 +177,13 @@ void TraceKeeper::shutdown(std::chrono::milliseconds budget) {
       t.trace->error = "jankbpf stopped before the trace was saved";
       t.trace->finish();
     }
+}
+
+double TraceKeeper::remove_instance() {
+  if (!instance_) return 0;
+  const uint64_t t0 = monotonic_ns();
+  instance_->remove();
+  return (monotonic_ns() - t0) / 1e6;
 }
 
 }  // namespace jankbpf

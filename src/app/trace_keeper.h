@@ -51,7 +51,11 @@ class TraceKeeper {
   void on_capture_done();
   // Saves a capture still scheduled, so no report waits forever; trace-cmd
   // gets at most `budget` (a stop request must end the run within a second).
+  // A trigger after this gets no trace (its record says so).
   void shutdown(std::chrono::milliseconds budget);
+  // After shutdown: removes the ftrace instance (its rmdir waits on a grace
+  // period; the stop runs it beside the detach). The time it took, in ms.
+  double remove_instance();
 
   uint64_t saved() const { return saved_; }
   // Pending traces dropped untaken: their tasks' records never came (lost
@@ -81,6 +85,7 @@ class TraceKeeper {
   uint64_t triggers_ = 0;
   uint64_t recording_since_ns_ = 0;  // CLOCK_MONOTONIC, when start() succeeded
   uint64_t saved_ = 0, evicted_ = 0;
+  bool stopped_ = false;
 };
 
 }  // namespace jankbpf

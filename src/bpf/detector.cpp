@@ -37,65 +37,116 @@ void Detector::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free
 void Detector::LinkDeleter::operator()(bpf_link* l) const { bpf_link__destroy(l); }
 
 // Detaching a syscall tracepoint's perf link waits for grace periods under
-// the kernel's event mutex: 50-85 ms each here, so the 14 of them took a
-// second one after another. Side by side the waits overlap in part (the
-// mutex still serializes the unregistering): about half the time.
-// The ring buffer goes first so that nothing polls a map being torn down.
-Detector::~Detector() {
-  const uint64_t t0 = monotonic_ns();
-  rb_.reset();
-  captures_rb_.reset();
-  frames_rb_.reset();
-  std::vector<bpf_link*> links;
+// the kernel's event mutex: 35-50 ms each here, so the 19 of them take most
+// of a second one after another, and side by side too (the mutex
+// serializes them). A raw tracepoint, trampoline or uprobe link goes in
+// about a millisecond. So the stop starts them first and does the rest of
+// its work meanwhile (src/app/monitor.cpp).
+//
+// Side by side, a worker per link: the waits outside the mutex overlap.
+// No worker exits before every link is gone: a detach patches kernel text
+// (the tracepoints' static keys), sched_process_exit's call site in
+// do_exit among them, and a thread of ours exiting through that very site
+// while another CPU patched it was the lockup seen on 6.1 under qemu (RIP
+// stuck at do_exit+0x346, the tracepoint's NOP; TCG kept running the stale
+// code). Workers wait for each other, then exit.
+struct Detector::Detaching {
+  struct Link {
+    bpf_link* link;
+    bool perf_tracepoint;
+  };
+  std::vector<Link> links;
+  std::vector<uint64_t> gone_ns;  // when each link was gone
+  uint64_t begin_ns = 0;
+  std::atomic<size_t> next{0};
+  size_t busy = 0;
+  std::mutex mu;
+  std::condition_variable all_done;
+
+  void work() {
+    for (size_t i; (i = next.fetch_add(1)) < links.size();) {
+      bpf_link__destroy(links[i].link);
+      gone_ns[i] = monotonic_ns();
+    }
+    std::unique_lock lock(mu);
+    if (--busy == 0) all_done.notify_all();
+    all_done.wait(lock, [&] { return busy == 0; });
+  }
+};
+
+void Detector::begin_detach() {
+  if (detaching_ || detached_) return;
+  detaching_ = std::make_unique<Detaching>();
+  Detaching& d = *detaching_;
+  d.begin_ns = monotonic_ns();
+  // Perf tracepoints first: theirs is the long wait.
   if (skel_ && skel_->skeleton) {
     for (int i = 0; i < skel_->skeleton->prog_cnt; i++) {
       bpf_link** slot = skel_->skeleton->progs[i].link;
       if (slot && *slot) {
-        links.push_back(*slot);
+        const bool tp = bpf_program__type(*skel_->skeleton->progs[i].prog) == BPF_PROG_TYPE_TRACEPOINT;
+        d.links.push_back({*slot, tp});
         *slot = nullptr;  // the skeleton must not destroy it again
       }
     }
   }
-  for (auto& l : extra_links_) links.push_back(l.release());
+  for (auto& l : extra_links_) d.links.push_back({l.release(), true});  // the wait tracepoints (and frames' uprobes)
   extra_links_.clear();
-  for (auto* l : marker_links_.take_all()) links.push_back(l);
-  // Side by side: each syscall tracepoint's link waits for RCU grace periods
-  // as it goes, so one by one took a second (a worker per link: 0.8 s for
-  // 25 links here; 8 workers: 0.93 s).
-  //
-  // No worker exits before every link is gone: a detach patches kernel text
-  // (the tracepoints' static keys), sched_process_exit's call site in
-  // do_exit among them, and a thread of ours exiting through that very
-  // site while another CPU patched it was the lockup seen on 6.1 under
-  // qemu (RIP stuck at do_exit+0x346, the tracepoint's NOP; TCG kept
-  // running the stale code). Workers wait for each other, then exit.
-  std::atomic<size_t> next{0};
-  std::atomic<size_t> busy{0};
-  std::mutex mu;
-  std::condition_variable all_done;
-  auto drain = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < links.size();) bpf_link__destroy(links[i]);
-    std::unique_lock lock(mu);
-    if (--busy == 0) all_done.notify_all();
-    all_done.wait(lock, [&] { return busy == 0; });
-  };
-  const size_t nworkers = std::max<size_t>(links.size(), 1);
-  busy = nworkers;
-  std::vector<std::thread> workers;
-  for (size_t i = 1; i < nworkers; i++) {
+  if (scan_link_) d.links.push_back({scan_link_.release(), false});
+  for (auto* l : marker_links_.take_all()) d.links.push_back({l, false});
+  std::stable_partition(d.links.begin(), d.links.end(), [](const Detaching::Link& l) { return l.perf_tracepoint; });
+  d.gone_ns.assign(d.links.size(), 0);
+  const size_t nworkers = d.links.size();
+  d.busy = nworkers;
+  for (size_t i = 0; i < nworkers; i++) {
     try {
-      workers.emplace_back(drain);
+      detach_workers_.emplace_back([&d] { d.work(); });
     } catch (const std::system_error&) {
-      busy -= nworkers - i;  // no thread to spare: this one does the rest
-      break;
+      break;  // no thread to spare: finish_detach does the rest
     }
   }
-  drain();
-  for (auto& w : workers) w.join();
-  uint64_t t1 = monotonic_ns();
+  // Workers that could not be made are not waited for.
+  std::lock_guard lock(d.mu);
+  d.busy -= nworkers - detach_workers_.size();
+  if (d.busy == 0) d.all_done.notify_all();
+}
+
+DetachTimes Detector::finish_detach() {
+  DetachTimes t;
+  if (detached_) return t;
+  begin_detach();
+  Detaching& d = *detaching_;
+  // Links no worker took (none could be made) go here, one by one.
+  for (size_t i; (i = d.next.fetch_add(1)) < d.links.size();) {
+    bpf_link__destroy(d.links[i].link);
+    d.gone_ns[i] = monotonic_ns();
+  }
+  for (auto& w : detach_workers_) w.join();
+  detach_workers_.clear();
+  detached_ = true;
+  t.links = d.links.size();
+  for (size_t i = 0; i < d.links.size(); i++) {
+    const double ms = (d.gone_ns[i] - d.begin_ns) / 1e6;
+    if (d.links[i].perf_tracepoint) {
+      t.perf_tracepoints++;
+      t.perf_tracepoints_ms = std::max(t.perf_tracepoints_ms, ms);
+    } else {
+      t.others_ms = std::max(t.others_ms, ms);
+    }
+  }
+  t.total_ms = (monotonic_ns() - d.begin_ns) / 1e6;
+  log::debug("detached %zu links in %.0f ms (%zu syscall tracepoints, the last gone after %.0f ms; the others after %.0f ms)",
+             t.links, t.total_ms, t.perf_tracepoints, t.perf_tracepoints_ms, t.others_ms);
+  return t;
+}
+
+// The ring buffers go first so that nothing polls a map being torn down.
+Detector::~Detector() {
+  rb_.reset();
+  captures_rb_.reset();
+  frames_rb_.reset();
+  finish_detach();
   skel_.reset();
-  log::debug("detached %zu links in %.0f ms, freed the BPF objects in %.0f ms", links.size(),
-             (t1 - t0) / 1e6, (monotonic_ns() - t1) / 1e6);
 }
 
 std::unique_ptr<Detector> Detector::start(const DetectorConfig& cfg, RecordHandler handler,
@@ -449,7 +500,7 @@ bool Detector::attach_scan_tick(std::string* error) {
       close(fd);
       break;
     }
-    extra_links_.emplace_back(link);
+    scan_link_.reset(link);
     return true;
   }
   *error = std::string("cannot open the cpu-clock event for the scan watchdog: ") + strerror(errno);

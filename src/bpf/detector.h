@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <thread>
 #include <span>
 #include <string>
 #include <vector>
@@ -56,6 +57,16 @@ struct DetectorConfig {
   uint64_t frame_interval_ns = 16'666'667;  // until a process's own is known
   uint64_t frame_sample_period_ns = 4'000'000;
   bool causes = true;     // why tasks were not running (bpf/causes.bpf.h)
+};
+
+// bpf_stats of one program (zero unless kernel.bpf_stats_enabled is set).
+// What detaching took (Detector::finish_detach), for the stop's phases.
+struct DetachTimes {
+  size_t links = 0;
+  size_t perf_tracepoints = 0;  // syscall tracepoints: perf events, each one's close waits on grace periods
+  double perf_tracepoints_ms = 0;  // from begin_detach to the last of those gone
+  double others_ms = 0;            // the rest (raw tracepoints, trampolines, uprobes, perf events)
+  double total_ms = 0;
 };
 
 // bpf_stats of one program (zero unless kernel.bpf_stats_enabled is set).
@@ -129,6 +140,15 @@ class Detector {
   void set_frames_polled(bool on);
   int frame_sample_prog_fd() const;
   bool frames_loaded() const { return frames_; }
+  // Stopping: every link goes from now, in the background, a worker per
+  // link; the rings, maps and programs stay readable. A syscall
+  // tracepoint's perf event waits on RCU grace periods as it closes, under
+  // the kernel's event mutex (one after another: ~40 ms each), so the rest
+  // of the stop runs meanwhile. No marker probe attaches from now on.
+  void begin_detach();
+  // Waits for every link to be gone (begin_detach first, if not yet);
+  // what the programs wrote until then is in the rings.
+  DetachTimes finish_detach();
 
   KernelStats kernel_stats() const;
   // Records not sent for --record-rate(-uid), by process (`forget`: its
@@ -179,7 +199,13 @@ class Detector {
   // Order matters: links and the ring buffer go before the skeleton.
   std::unique_ptr<jank_bpf, SkelDeleter> skel_;
   std::unique_ptr<ring_buffer, RingDeleter> rb_, captures_rb_, frames_rb_;
-  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> extra_links_;
+  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> extra_links_;  // the wait tracepoints, the frames' uprobes
+  std::unique_ptr<bpf_link, LinkDeleter> scan_link_;                 // the scan watchdog's tick
+  // begin_detach's workers and what they share.
+  std::vector<std::thread> detach_workers_;
+  struct Detaching;
+  std::unique_ptr<Detaching> detaching_;
+  bool detached_ = false;
   MarkerLinks marker_links_;
   RecordHandler handler_;
   WatchdogMode mode_ = WatchdogMode::Auto;

@@ -15,8 +15,8 @@ namespace jankbpf {
 
 bool Detector::attach_uprobe(const std::string& binary, uint64_t offset, bool retprobe, bool begin,
                              uint64_t cookie, std::string* error, uint64_t* id) {
-  if (!markers_) {
-    *error = "marker programs not loaded";
+  if (!markers_ || detaching_) {
+    *error = detaching_ ? "jankbpf is stopping" : "marker programs not loaded";
     return false;
   }
   LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie, .retprobe = retprobe);
@@ -42,8 +42,8 @@ bool Detector::keep_marker_link(bpf_link* link, std::string* error, uint64_t* id
 
 bool Detector::attach_usdt(const std::string& binary, const std::string& provider,
                            const std::string& name, bool begin, uint64_t cookie, std::string* error, uint64_t* id) {
-  if (!markers_) {
-    *error = "marker programs not loaded";
+  if (!markers_ || detaching_) {
+    *error = detaching_ ? "jankbpf is stopping" : "marker programs not loaded";
     return false;
   }
   LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = cookie);

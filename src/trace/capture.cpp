@@ -342,8 +342,9 @@ std::optional<CaptureResult> TraceCapture::finish(bool block) {
   r.note = note_;
 
   std::string err;
-  r.rearmed = instance_.active() && instance_.arm(err);
-  if (!r.rearmed && instance_.active()) r.note += (r.note.empty() ? "" : "; ") + std::string("re-arming failed: ") + err;
+  r.rearmed = !stopping_ && instance_.active() && instance_.arm(err);
+  if (!r.rearmed && !stopping_ && instance_.active())
+    r.note += (r.note.empty() ? "" : "; ") + std::string("re-arming failed: ") + err;
   cleanup_temp();
   started_ = false;
   r.duration_ms = now_ms() - start_ms_;
@@ -365,7 +366,9 @@ void TraceCapture::save_text(CaptureResult& r) {
   out.reset();
   // Reading `trace` does not consume it; clear it so the next capture does
   // not repeat this one (trace-cmd's reads consume, so both behave alike).
-  Fd clear(::open((instance_.path() + "/trace").c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
+  if (!stopping_) {
+    Fd clear(::open((instance_.path() + "/trace").c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
+  }
   std::string saved = text;
   if (!cut_to_tail(text, temp_dir_ + "/" + kTextTailName, options_.text_max_bytes, r.error)) return;
   if (fs_size(temp_dir_ + "/" + kTextTailName) > 0) {

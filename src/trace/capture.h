@@ -86,6 +86,9 @@ class TraceCapture {
   // jankbpf is stopping: trace-cmd gets at most `ms` more, then is killed
   // and the instance's text trace is saved instead.
   void cut_short(int64_t ms);
+  // jankbpf is stopping and the instance goes next: finish() neither clears
+  // it nor re-arms it (each of those waits on an RCU grace period).
+  void set_stopping() { stopping_ = true; }
 
   // start() + finish(true).
   CaptureResult run(pid_t pid);
@@ -109,6 +112,7 @@ class TraceCapture {
   std::string temp_dir_;
   std::string note_;
   bool cut_short_ = false;
+  bool stopping_ = false;
   std::string temp_error_;
   Fd output_;
 };
