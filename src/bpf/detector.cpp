@@ -33,7 +33,6 @@
 namespace jankbpf {
 
 void Detector::SkelDeleter::operator()(jank_bpf* s) const { jank_bpf__destroy(s); }
-void Detector::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
 void Detector::LinkDeleter::operator()(bpf_link* l) const { bpf_link__destroy(l); }
 
 // Detaching a syscall tracepoint's perf link waits for grace periods under
@@ -427,21 +426,12 @@ bool Detector::attach(std::string* error) {
   bpf_object__for_each_program(prog, skel_->obj) attached_ += bpf_program__autoload(prog);
   if (mode_ == WatchdogMode::Scan && !attach_scan_tick(error)) return false;
 
-  auto reader = [this](bpf_map* map) {
-    return ring_buffer__new(
-        bpf_map__fd(map),
-        [](void* ctx, void* data, size_t size) -> int {
-          auto* self = static_cast<Detector*>(ctx);
-          self->handler_({static_cast<const uint8_t*>(data), size});
-          return 0;
-        },
-        this, nullptr);
-  };
-  rb_.reset(reader(skel_->maps.events));
-  if (rb_ && !test_seams::one_ring()) captures_rb_.reset(reader(skel_->maps.captures));
-  if (rb_ && frames_) frames_rb_.reset(reader(skel_->maps.frames));
+  auto handler = [this](std::span<const uint8_t> rec) { handler_(rec); };
+  rb_ = RingReader::open(bpf_map__fd(skel_->maps.events), handler, error);
+  if (rb_ && !test_seams::one_ring()) captures_rb_ = RingReader::open(bpf_map__fd(skel_->maps.captures), handler, error);
+  if (rb_ && frames_) frames_rb_ = RingReader::open(bpf_map__fd(skel_->maps.frames), handler, error);
   if (!rb_ || (!captures_rb_ && !test_seams::one_ring()) || (frames_ && !frames_rb_)) {
-    *error = std::string("cannot set up the ring buffers: ") + strerror(errno);
+    *error = "cannot set up the ring buffers: " + *error;
     return false;
   }
   return true;
@@ -507,13 +497,13 @@ bool Detector::attach_scan_tick(std::string* error) {
   return false;
 }
 
-int Detector::ready_fd() const { return ring_buffer__epoll_fd(rb_.get()); }
+int Detector::ready_fd() const { return rb_->fd(); }
 
-int Detector::drain() { return ring_buffer__consume(rb_.get()); }
+int Detector::drain() { return rb_->consume(); }
 
-int Detector::captures_fd() const { return captures_rb_ ? ring_buffer__epoll_fd(captures_rb_.get()) : -1; }
+int Detector::captures_fd() const { return captures_rb_ ? captures_rb_->fd() : -1; }
 
-int Detector::drain_captures() { return captures_rb_ ? ring_buffer__consume(captures_rb_.get()) : 0; }
+int Detector::drain_captures() { return captures_rb_ ? captures_rb_->consume() : 0; }
 
 bool Detector::add_target(pid_t pid) {
   jb_proc p{};

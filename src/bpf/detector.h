@@ -18,11 +18,11 @@
 #include "bpf/kernel_stats.h"
 #include "bpf/marker_links.h"
 #include "bpf/modes.h"
+#include "bpf/ring_reader.h"
 #include "util/fd.h"
 
 struct jank_bpf;
 struct btf;
-struct ring_buffer;
 struct bpf_link;
 
 namespace jankbpf {
@@ -193,12 +193,11 @@ class Detector {
   bool share_one_ring(std::string* error);
 
   struct SkelDeleter { void operator()(jank_bpf* s) const; };
-  struct RingDeleter { void operator()(ring_buffer* r) const; };
   struct LinkDeleter { void operator()(bpf_link* l) const; };
 
   // Order matters: links and the ring buffer go before the skeleton.
   std::unique_ptr<jank_bpf, SkelDeleter> skel_;
-  std::unique_ptr<ring_buffer, RingDeleter> rb_, captures_rb_, frames_rb_;
+  std::unique_ptr<RingReader> rb_, captures_rb_, frames_rb_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> extra_links_;  // the wait tracepoints, the frames' uprobes
   std::unique_ptr<bpf_link, LinkDeleter> scan_link_;                 // the scan watchdog's tick
   // begin_detach's workers and what they share.

@@ -63,9 +63,9 @@ bool Detector::attach_frames(const std::string& library, uint64_t request, uint6
   return true;
 }
 
-int Detector::frames_fd() const { return frames_rb_ ? ring_buffer__epoll_fd(frames_rb_.get()) : -1; }
+int Detector::frames_fd() const { return frames_rb_ ? frames_rb_->fd() : -1; }
 
-int Detector::drain_frames() { return frames_rb_ ? ring_buffer__consume(frames_rb_.get()) : 0; }
+int Detector::drain_frames() { return frames_rb_ ? frames_rb_->consume() : 0; }
 
 bool Detector::set_frame_interval(pid_t pid, uint64_t ns) {
   if (!frames_) return false;
