@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,8 +40,16 @@ class Kallsyms {
     uint16_t name_len;
     uint16_t module;  // index into modules_ (0 = vmlinux)
   };
+  struct Builder;
+  // Names in blocks of 64 KB; a name_off is block << 16 | offset.
+  static constexpr unsigned kNameBlockBits = 16;
+  static constexpr size_t kNameBlock = size_t{1} << kNameBlockBits;
+  std::string_view name_of(const Sym& s) const {
+    return {names_[s.name_off >> kNameBlockBits].get() + (s.name_off & (kNameBlock - 1)), s.name_len};
+  }
   std::vector<Sym> syms_;
-  std::string names_;
+  std::vector<std::unique_ptr<char[]>> names_;
+  size_t block_used_ = 0;
   std::vector<std::string> modules_{""};
   std::vector<uint64_t> module_base_{0};
   size_t bad_lines_ = 0;
