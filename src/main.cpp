@@ -1,5 +1,6 @@
 // jankbpf: find the moments an application's main thread is stuck in one
 // long task. The recipe: parse, check the machine, run the monitor.
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +24,11 @@ static int run(int argc, char** argv);
 
 int main(int argc, char** argv) {
   install_crash_report();
+  // glibc raises its mmap threshold to the largest block freed so far (up
+  // to 32 MB): after libbpf frees the kernel's BTF (5 MB) every later
+  // buffer below that size would come from the heap and stay resident once
+  // freed. A fixed threshold keeps big buffers mapped and given back.
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   // An exception that reaches here (bad_alloc while loading, say) is a
   // runtime failure with a message, not an abort with a core dump.
   try {

@@ -4,6 +4,7 @@
 // The jobs themselves: reporter_jobs.cpp.
 #include "app/reporter.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -322,12 +323,26 @@ void Reporter::run() {
                                           "forgetting a process", "reading a process's maps",
                                           "reporting a frame", "a batch of frames"};
   static_assert(std::size(kJobNames) == std::variant_size_v<Job>);
+  bool trim_due = false;
   for (;;) {
     Job job;
     uint32_t uid = 0;
     bool others_waiting = false;
     bool hurry;
     {
+      // Idle after some work: what it freed goes back to the system (the
+      // allocator keeps freed pages of the thread's arena otherwise).
+      if (trim_due) {
+        bool idle;
+        {
+          std::lock_guard g(mu_);
+          idle = queue_.empty();
+        }
+        if (idle) {
+          malloc_trim(0);
+          trim_due = false;
+        }
+      }
       std::unique_lock lk(mu_);
       busy_ = "";
       // Parked records keep the thread alive until their traces are saved
@@ -405,6 +420,7 @@ void Reporter::run() {
               quota_->forget(j.pid);
             } else {
               handle(j);
+              trim_due = true;
             }
           },
           job);
