@@ -52,7 +52,10 @@ std::vector<std::pair<uint64_t, uint32_t>> irq_text_chunks(std::string_view text
     if (!syms[i].second) continue;
     const uint64_t start = syms[i].first, end = syms[i + 1].first;
     if (end <= start || end - start > (1u << 20)) continue;  // junk: no function is a megabyte
-    for (uint64_t g = start >> 4; g <= (end - 1) >> 4; g++) {
+    // Only granules the function fills: arm64 code is 4-byte aligned, and
+    // a granule shared with the function before it (el0t_64_sync's return
+    // from its handler, 4 bytes before el0t_64_irq) is not interrupt code.
+    for (uint64_t g = (start + 15) >> 4; g < end >> 4; g++) {
       auto it = chunks.find(g >> 4);
       if (it == chunks.end()) {
         if (chunks.size() >= max_chunks) break;

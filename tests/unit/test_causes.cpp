@@ -413,6 +413,21 @@ TEST_CASE("interrupt text from kallsyms: the functions' granules, modules and ju
   CHECK(m.at(c1 + 3) == 0b11u);
   CHECK(m.size() == 3);
   CHECK(irq_text_chunks("ffffffff81000100 T hrtimer_wakeup\nffffffff81000200 T x\n", 0).empty());
+  // arm64's vectors: 4-byte aligned, el0t_64_irq right after el0t_64_sync's
+  // last instruction (the return address of every syscall's stack).
+  auto arm = irq_text_chunks(
+      "ffff800008011808 t el0t_64_sync\n"
+      "ffff800008011998 t el0t_64_irq\n"
+      "ffff800008011b28 t el0t_64_fiq\n",
+      64);
+  auto is_irq = [&](uint64_t pc) {
+    for (auto [chunk, mask] : arm)
+      if (chunk == pc >> 8 && (mask >> ((pc >> 4) & 15) & 1)) return true;
+    return false;
+  };
+  CHECK_FALSE(is_irq(0xffff800008011808ull + 0x18c));  // el0t_64_sync+0x18c
+  CHECK(is_irq(0xffff800008011998ull + 0x100));        // inside el0t_64_irq
+  CHECK_FALSE(is_irq(0xffff800008011b28ull + 4));      // el0t_64_fiq
 }
 
 TEST_CASE("the evidence store is bounded and a task's evidence goes with its record", "[causes]") {
