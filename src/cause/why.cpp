@@ -129,7 +129,31 @@ std::string compose_why(const TaskRecord& rec) {
       }
     items.push_back({rec.state.running_ms, ms_text(rec.state.running_ms) + " running" + (where.empty() ? "" : " in " + where)});
   }
-  for (const auto& c : rec.cause) items.push_back({c.ms, describe(c)});
+  // The JVM's own pause (a GC, a safepoint: runtime/jvm_pause.h) is said
+  // first, and the off-CPU slices it covers (the thread asleep until the
+  // VM thread let it go) are not said again for that time.
+  double pause_left = 0;
+  if (rec.jvm_pause && rec.jvm_pause->ms >= 0.5) {
+    const auto& p = *rec.jvm_pause;
+    std::string what = p.kind == "gc" ? "a garbage collection" : "a safepoint";
+    if (!p.operation.empty()) what += " (" + p.operation + ")";
+    items.push_back({p.ms, ms_text(p.ms) + " stopped by its JVM for " + what});
+    pause_left = p.ms;
+  }
+  for (const auto& c : rec.cause) {
+    double ms = c.ms;
+    if (pause_left > 0 && c.kind != "runnable" && c.kind != "throttled") {
+      const double covered = std::min(ms, pause_left);
+      pause_left -= covered;
+      ms -= covered;
+      if (ms < 0.5) continue;
+      CauseSlice rest = c;
+      rest.ms = ms;
+      items.push_back({ms, describe(rest)});
+      continue;
+    }
+    items.push_back({ms, describe(c)});
+  }
   std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.ms > b.ms; });
   std::string out;
   size_t said = 0;

@@ -171,6 +171,8 @@ def test_gc_pause_on_the_loop_thread_is_told_as_the_jvms(run):
     assert p["kind"] == "gc" and p["operation"] == "G1CollectFull", p
     # Most of the task, not a sliver of it.
     assert p["ms"] >= j["duration_ms"] * 0.5, (p, j["duration_ms"])
+    # ... and `why` says it first, not the lock the JVM held the thread on.
+    assert re.match(r"\d+ ms stopped by its JVM for a garbage collection \(G1CollectFull\)", j["why"]), j["why"]
     names = [x["symbol"] for x in _java(j)]
     assert names[:3] == ["java.lang.Runtime.gc", "java.lang.System.gc", "Handlers.collect"], names
     assert j["runnable_name"] == "Handlers.collect"

@@ -450,3 +450,27 @@ TEST_CASE("the evidence store is bounded and a task's evidence goes with its rec
   CHECK(ev.causes);
   CHECK(store.size() == 0);  // the thread's earlier tasks went with it
 }
+
+TEST_CASE("a JVM's pause is said first in why, and the wait it covers not again", "[causes]") {
+  TaskRecord r;
+  r.duration_ms = 320;
+  r.state.running_ms = 20;
+  CauseSlice lock;
+  lock.kind = "other";
+  lock.ms = 300;
+  lock.count = 1;
+  lock.syscall = "futex";
+  lock.state = "sleeping";
+  r.cause.push_back(lock);
+  r.jvm_pause = JvmPause{"gc", "G1CollectFull", 290};
+  const std::string why = cause::compose_why(r);
+  CHECK(why.rfind("290 ms stopped by its JVM for a garbage collection (G1CollectFull)", 0) == 0);
+  // The 10 ms of the wait the pause did not cover is under a tenth of the task.
+  CHECK(why.find("futex") == std::string::npos);
+  r.jvm_pause = JvmPause{"safepoint", "", 100};
+  const std::string partly = cause::compose_why(r);
+  CHECK(partly.rfind("200 ms sleeping in futex", 0) == 0);
+  CHECK(partly.find("100 ms stopped by its JVM for a safepoint") != std::string::npos);
+  r.jvm_pause.reset();
+  CHECK(cause::compose_why(r).rfind("300 ms sleeping in futex", 0) == 0);
+}
