@@ -213,7 +213,7 @@ FUZZ_SRCS_fuzz_marker_spec := markers/marker_spec
 FUZZ_SRCS_fuzz_stack_tree := $(patsubst src/%.cpp,%,$(filter src/stack/%.cpp src/util/%.cpp src/arch/%.cpp src/elf/%.cpp,$(SRCS))) \
 	bpf/test_seams
 FUZZ_LIBS_fuzz_stack_tree := -lelf -ldw -lz -lpthread
-FUZZ_SRCS_fuzz_json_sink := output/json_output util/safe_open util/clock util/budget
+FUZZ_SRCS_fuzz_json_sink := output/json_output output/json_frames frame/frame_tracker frame/frame_stats util/safe_open util/clock util/budget
 FUZZ_SRCS_fuzz_python_frames := runtime/python_frames runtime/python_layout
 FUZZ_SRCS_fuzz_v8_frames := runtime/v8_frames runtime/v8_layout util/clock
 FUZZ_SRCS_fuzz_hotspot_frames := runtime/hotspot_frames runtime/hotspot_methods runtime/hotspot_threads \
@@ -221,8 +221,12 @@ FUZZ_SRCS_fuzz_hotspot_frames := runtime/hotspot_frames runtime/hotspot_methods 
 FUZZ_SRCS_fuzz_kernel_funcs := bpf/kernel_funcs
 FUZZ_LIBS_fuzz_kernel_funcs := -lbpf -lelf -lz
 # `jankbpf report`'s readers (issue 26): stack logs, and JSON lines.
-FUZZ_SRCS_fuzz_stack_log := report/sampled report/run report/perfetto report/protobuf
-FUZZ_SRCS_fuzz_report_jsonl := report/jsonl_reader report/sampled report/run report/input_file util/safe_open
+FUZZ_SRCS_fuzz_stack_log := report/sampled report/run report/perfetto report/perfetto_frames report/protobuf frame/frame_tracker \
+	frame/frame_stats $(FUZZ_SRCS_fuzz_stack_tree)
+FUZZ_LIBS_fuzz_stack_log := $(FUZZ_LIBS_fuzz_stack_tree)
+FUZZ_SRCS_fuzz_report_jsonl := report/jsonl_reader report/jsonl_frames report/sampled report/run report/input_file \
+	frame/frame_tracker frame/frame_stats $(FUZZ_SRCS_fuzz_stack_tree)
+FUZZ_LIBS_fuzz_report_jsonl := $(FUZZ_LIBS_fuzz_stack_tree)
 # Attribution builds stack trees of the followed threads' samples.
 FUZZ_SRCS_fuzz_causes := $(FUZZ_SRCS_fuzz_stack_tree) cause/attribute cause/why cause/syscalls cause/stack_source \
 	cause/identity cause/evidence cause/irq_text
