@@ -156,6 +156,7 @@ int Monitor::run() {
   //    summarise once every record before the summary is written.
   loop();
   const uint64_t stop_ns = monotonic_ns();
+  stopped_ns_ = stop_ns;  // the run's length ends here, not after the detach
   // A reader that stopped reading must not hold up the exit: from here a
   // line waits for it until the stop budget is spent, then is given up.
   out_->wait_for_reader_until(std::chrono::steady_clock::now() + (asked_to_stop_ ? kStopBudget : kEndBudget));

@@ -136,6 +136,7 @@ class Monitor {
   bool running_ = true;
   bool asked_to_stop_ = false;  // a signal or --duration, not the targets' end
   uint64_t started_ns_ = 0;
+  uint64_t stopped_ns_ = 0;  // when the stop began (the summary's elapsed_s ends there)
 
   // Counted for the summary.
   uint64_t janks_ = 0, hangs_ = 0, exits_ = 0, malformed_ = 0;

@@ -14,7 +14,7 @@ namespace jankbpf {
 void Monitor::emit_summary() {
   SummaryRecord s;
   s.time_ms = clock_.now_ms();
-  s.elapsed_s = static_cast<double>(monotonic_ns() - started_ns_) / 1e9;
+  s.elapsed_s = static_cast<double>((stopped_ns_ ? stopped_ns_ : monotonic_ns()) - started_ns_) / 1e9;
   auto ks = detector_->kernel_stats();
   s.kernel = ks;
   s.janks = janks_;

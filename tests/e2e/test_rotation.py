@@ -79,8 +79,11 @@ def test_rotation_under_load_loses_and_duplicates_nothing(tmp_path):
     out = outdir / "janks.jsonl"
     truth = tmp_path / "truth.jsonl"
     argv = target_mod.command(f"sleep:30x{TASKS}", gap_ms=10, start_delay=3.5, truth=truth)
+    # 150 janks in ~10 s from one process: over --record-rate's default 10
+    # a second, which would hold records back (counted, not lost); this test
+    # is of the rotation, so no limit.
     jb = Jankbpf("-v", "--output", str(out), "--threshold", str(THRESHOLD), "--log-type", "1",
-                 "--ignore-startup-time", "3", "--", *argv)
+                 "--ignore-startup-time", "3", "--record-rate", "0", "--", *argv)
     conf = tmp_path / "logrotate.conf"
     conf.write_text(snippet_for(out, jb.proc.pid))
     state = tmp_path / "logrotate.state"
