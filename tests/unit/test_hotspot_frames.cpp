@@ -39,6 +39,9 @@
 using namespace jankbpf;
 using namespace jankbpf::runtime;
 using jankbpf::test::FakeMemory;
+using jankbpf::test::RecordingMemory;
+using jankbpf::test::hex;
+using jankbpf::test::unhex;
 
 TEST_CASE("hotspot: UNSIGNED5 numbers, with and without the excluded null byte", "[hotspot]") {
   // 0..191 in one byte; larger ones in continuation bytes of 6 bits.
@@ -579,19 +582,7 @@ namespace {
 constexpr const char* kHotspotFixtures[] = {"tests/fixtures/hotspot/jdk17-x86_64.json",
                                             "tests/fixtures/hotspot/jdk17-aarch64.json"};
 
-std::vector<uint8_t> unhex(const std::string& s) {
-  std::vector<uint8_t> out;
-  for (size_t i = 0; i + 1 < s.size(); i += 2)
-    out.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
-  return out;
-}
 
-[[maybe_unused]] std::string hex(const uint8_t* p, size_t n) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) s += d[p[i] >> 4], s += d[p[i] & 15];
-  return s;
-}
 
 const char* kind_name(JavaFrame::Kind k) {
   switch (k) {
@@ -649,24 +640,6 @@ nlohmann::json frames_json(const JavaCapture& c) {
 }  // namespace
 
 #if defined(__x86_64__)
-namespace {
-
-// Records what a live walk reads, so that walk can be replayed offline.
-class RecordingMemory final : public MemReader {
- public:
-  explicit RecordingMemory(MemReader& live) : live_(live) {}
-  bool read(uint64_t addr, void* out, size_t len) override {
-    bool ok = live_.read(addr, out, len);
-    if (ok) reads.push_back({addr, std::vector<uint8_t>(static_cast<uint8_t*>(out), static_cast<uint8_t*>(out) + len)});
-    return ok;
-  }
-  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> reads;
-
- private:
-  MemReader& live_;
-};
-
-}  // namespace
 
 // Not run by default: `build/jankbpf-unit "[hotspot-capture]"` writes
 // tests/fixtures/hotspot/jdk17-x86_64.json from live JVMs (Debian's

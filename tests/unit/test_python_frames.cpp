@@ -31,6 +31,7 @@
 using namespace jankbpf;
 using namespace jankbpf::runtime;
 using jankbpf::test::FakeMemory;
+using jankbpf::test::unhex;
 
 namespace {
 
@@ -125,11 +126,6 @@ struct FakePython {
   }
 };
 
-std::vector<uint8_t> unhex(const std::string& h) {
-  std::vector<uint8_t> out;
-  for (size_t i = 0; i + 1 < h.size(); i += 2) out.push_back(static_cast<uint8_t>(std::stoi(h.substr(i, 2), nullptr, 16)));
-  return out;
-}
 
 constexpr uint64_t kNow = ~uint64_t{0};  // a task that has not ended
 

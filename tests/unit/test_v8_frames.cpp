@@ -35,6 +35,9 @@
 using namespace jankbpf;
 using namespace jankbpf::runtime;
 using jankbpf::test::FakeMemory;
+using jankbpf::test::RecordingMemory;
+using jankbpf::test::hex;
+using jankbpf::test::unhex;
 
 namespace {
 
@@ -544,43 +547,12 @@ TEST_CASE("bench: JS frame read per sample", "[.][v8-bench]") {
 
 namespace {
 
-std::vector<uint8_t> unhex(const std::string& s) {
-  std::vector<uint8_t> out;
-  for (size_t i = 0; i + 1 < s.size(); i += 2) out.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
-  return out;
-}
 
 constexpr const char* kNodeFixture = "tests/fixtures/v8/node20-spin.json";
 
 }  // namespace
 
 #if defined(__x86_64__)
-namespace {
-
-// Records what a live walk reads, so that walk can be replayed offline.
-class RecordingMemory final : public MemReader {
- public:
-  explicit RecordingMemory(MemReader& live) : live_(live) {}
-  bool read(uint64_t addr, void* out, size_t len) override {
-    bool ok = live_.read(addr, out, len);
-    if (ok) reads.push_back({addr, std::vector<uint8_t>(static_cast<uint8_t*>(out), static_cast<uint8_t*>(out) + len)});
-    return ok;
-  }
-  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> reads;
-
- private:
-  MemReader& live_;
-};
-
-std::string hex(const uint8_t* p, size_t n) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) s += d[p[i] >> 4], s += d[p[i] & 15];
-  return s;
-}
-
-}  // namespace
-
 // Not run by default: `build/jankbpf-unit "[v8-capture]"` writes the
 // fixture the next case replays -- a live node's sample (registers, 16 KB
 // of stack), V8's constants, and every heap read the walk made.
