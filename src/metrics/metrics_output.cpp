@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "cause/largest.h"
+
 namespace jankbpf {
 namespace {
 
@@ -140,6 +142,7 @@ const std::vector<double>& MetricsOutput::buckets() {
 
 void MetricsOutput::Series::add(const Series& o) {
   janks += o.janks;
+  for (size_t i = 0; i < janks_by_cause.size(); i++) janks_by_cause[i] += o.janks_by_cause[i];
   hangs += o.hangs;
   rate_limited += o.rate_limited;
   blocked_s += o.blocked_s;
@@ -219,6 +222,8 @@ void MetricsOutput::emit(const TaskRecord& r) {
   }
   const double secs = r.duration_ms / 1000.0;
   s.janks++;
+  const size_t kind = cause::kind_rank(cause::largest_kind(r));
+  s.janks_by_cause[kind < s.janks_by_cause.size() ? kind : 0]++;
   s.blocked_s += secs;
   s.count++;
   s.sum_s += secs;
@@ -273,8 +278,15 @@ std::string MetricsOutput::render() {
     family(out, name, type, help);
     for (const auto& [k, s] : series) out += std::string(name) + "{" + labels(k) + "} " + num(value(s)) + "\n";
   };
-  per_series("jankbpf_janks_total", "counter", "Tasks on a watched thread that reached the threshold (jank records).",
-             [](const Series& s) { return double(s.janks); });
+  // The cause label: the kind of each jank's largest cause, "none" when
+  // none was named; a kind with no jank has no series.
+  family(out, "jankbpf_janks_total", "counter",
+         "Tasks on a watched thread that reached the threshold (jank records), by the kind of their largest cause.");
+  for (const auto& [k, s] : series)
+    for (size_t i = 0; i < s.janks_by_cause.size(); i++)
+      if (s.janks_by_cause[i])
+        out += "jankbpf_janks_total{" + labels(k) + ",cause=\"" +
+               std::string(i ? cause::kKinds[i] : cause::kNoCause) + "\"} " + num(double(s.janks_by_cause[i])) + "\n";
   per_series("jankbpf_hangs_total", "counter", "Tasks still running after the hang threshold (hang records).",
              [](const Series& s) { return double(s.hangs); });
   per_series("jankbpf_app_records_rate_limited_total", "counter",

@@ -19,6 +19,7 @@
 // "other"; jankbpf_label_sets_dropped_total says how many were.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -28,6 +29,7 @@
 #include <tuple>
 #include <vector>
 
+#include "jankbpf/events.h"
 #include "metrics/frame_metrics.h"
 #include "output/output.h"
 #include "util/fd.h"
@@ -80,6 +82,9 @@ class MetricsOutput final : public Output {
     uint32_t uid = 0;
     int64_t last_ms = 0;  // the last record's arrival
     uint64_t janks = 0, hangs = 0;
+    // Janks by the kind of their largest cause (cause/largest.h): index 0
+    // "none", then cause::kKinds[1..]. A fixed list: at most 12 series a set.
+    std::array<uint64_t, JB_CAUSE_NR> janks_by_cause{};
     uint64_t rate_limited = 0;  // its records --record-rate(-uid) did not send, as its records said
     double blocked_s = 0;
     std::vector<uint64_t> bucket_counts;  // per bound, not cumulative

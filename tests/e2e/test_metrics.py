@@ -149,6 +149,13 @@ def test_prometheus_counts_redis_debug_sleep_janks(tmp_path, redis):
         # The records round each duration to the µs; the counter does not.
         assert abs(blocked - sum(j["duration_ms"] for j in janks) / 1000) < SLEEPS * 1e-6
         assert prom.value(f"sum(jankbpf_hangs_total{sel})") == 0
+        # The cause label: DEBUG SLEEP sleeps in nanosleep, each jank's largest
+        # cause is a `sleep`, and the label is one of the fixed kinds only.
+        assert all(j["cause"][0]["kind"] == "sleep" for j in janks), [j.get("cause") for j in janks]
+        assert prom.value(f'sum(jankbpf_janks_total{{job="jankbpf",comm="redis-server",cause="sleep"}})') == SLEEPS
+        kinds = {"throttled", "reclaim", "compaction", "fault", "io", "kernel_lock", "lock", "peer", "runnable",
+                 "sleep", "other", "none"}
+        assert {s["metric"]["cause"] for s in prom.query('jankbpf_janks_total{job="jankbpf"}')} <= kinds
         assert prom.value('jankbpf_lost_events_total{job="jankbpf"}') == 0
         assert prom.value('jankbpf_resident_memory_bytes{job="jankbpf"}') > 0
         assert prom.value('sum(jankbpf_cpu_seconds_total{job="jankbpf"})') > 0

@@ -95,10 +95,10 @@ TEST_CASE("metrics count janks, hangs and blocked time per comm, exe, container"
   std::string t = m.render();
   const std::string redis = R"({comm="redis-server",exe="/usr/bin/redis-server",container_id=""})";
   const std::string node = R"({comm="node",exe="/usr/bin/node",container_id="abc123"})";
-  CHECK(sample(t, "jankbpf_janks_total" + redis) == "2");
+  CHECK(sample(t, "jankbpf_janks_total" + redis.substr(0, redis.size() - 1) + ",cause=\"none\"}") == "2");
   CHECK(sample(t, "jankbpf_hangs_total" + redis) == "1");
   CHECK(std::stod(sample(t, "jankbpf_main_thread_blocked_seconds_total" + redis)) == Approx(0.5));
-  CHECK(sample(t, "jankbpf_janks_total" + node) == "1");
+  CHECK(sample(t, "jankbpf_janks_total" + node.substr(0, node.size() - 1) + ",cause=\"none\"}") == "1");
   // Buckets are cumulative; 0.2 s and 0.3 s fall in le=0.25 and le=0.45.
   const std::string rl = redis.substr(0, redis.size() - 1);
   CHECK(sample(t, "jankbpf_jank_duration_seconds_bucket" + rl + ",le=\"0.15\"}") == "0");
@@ -115,6 +115,31 @@ TEST_CASE("metrics count janks, hangs and blocked time per comm, exe, container"
   CHECK(std::stol(sample(t, "jankbpf_resident_memory_bytes")) > 0);
 }
 
+TEST_CASE("the janks counter's cause label is the kind of each jank's largest cause", "[metrics][causes]") {
+  auto with_causes = [](std::vector<std::pair<std::string, double>> slices) {
+    TaskRecord r = jank("app", 400);
+    r.causes_known = true;
+    for (auto& [kind, ms] : slices) r.cause.push_back(CauseSlice{.kind = kind, .ms = ms});
+    return r;
+  };
+  MetricsOutput m(10);
+  m.emit(with_causes({{"lock", 300}, {"runnable", 50}}));
+  m.emit(with_causes({{"lock", 120}, {"peer", 100}, {"peer", 90}}));  // peer: 190 ms over two slices
+  m.emit(with_causes({{"sleep", 200}}));
+  m.emit(with_causes({}));                 // ran throughout: no cause
+  m.emit(jank("app", 400));                // causes off
+  m.emit(with_causes({{"made-up", 900}})); // not a kind: never a label value
+  std::string t = m.render();
+  const std::string l = R"(jankbpf_janks_total{comm="app",exe="/usr/bin/app",container_id="",cause=)";
+  CHECK(sample(t, l + R"("lock"})") == "1");
+  CHECK(sample(t, l + R"("peer"})") == "1");
+  CHECK(sample(t, l + R"("sleep"})") == "1");
+  CHECK(sample(t, l + R"("none"})") == "3");
+  CHECK(sample(t, l + R"("runnable"})") == "<missing>");
+  CHECK(t.find("made-up") == std::string::npos);
+  CHECK(sample(t, R"(jankbpf_jank_duration_seconds_count{comm="app",exe="/usr/bin/app",container_id=""})") == "6");
+}
+
 TEST_CASE("label sets past the cap go to one 'other' series and are counted", "[metrics]") {
   MetricsOutput m(3);
   for (int i = 0; i < 10; i++) m.emit(jank("app" + std::to_string(i), 200));
@@ -122,8 +147,8 @@ TEST_CASE("label sets past the cap go to one 'other' series and are counted", "[
   std::string t = m.render();
   CHECK(sample(t, "jankbpf_label_sets") == "4");  // 3 + other
   CHECK(sample(t, "jankbpf_label_sets_dropped_total") == "7");
-  CHECK(sample(t, R"(jankbpf_janks_total{comm="other",exe="other",container_id="other"})") == "7");
-  CHECK(sample(t, R"(jankbpf_janks_total{comm="app0",exe="/usr/bin/app0",container_id=""})") == "2");
+  CHECK(sample(t, R"(jankbpf_janks_total{comm="other",exe="other",container_id="other",cause="none"})") == "7");
+  CHECK(sample(t, R"(jankbpf_janks_total{comm="app0",exe="/usr/bin/app0",container_id="",cause="none"})") == "2");
 }
 
 TEST_CASE("label values are escaped; the summary freezes live counters", "[metrics]") {

@@ -139,7 +139,7 @@ TEST_CASE("label values are valid UTF-8 and escaped whatever the name's bytes", 
   std::string t = m.render();
   CHECK(valid_utf8(t));
   CHECK(sample(t, "jankbpf_janks_total{comm=\"\xEF\xBF\xBD\xEF\xBF\xBD-jank\",exe=\"/tmp/\xEF\xBF\xBD/a.out\","
-                  "container_id=\"\"}") == "1");
+                  "container_id=\"\",cause=\"none\"}") == "1");
 }
 
 TEST_CASE("long label values are cut, so a full table renders to a bounded page", "[metrics][hostile]") {
@@ -175,15 +175,15 @@ TEST_CASE("made-up names of one uid cannot push another uid's apps into 'other'"
   m.emit(jank("nginx", 33));   // a new app of another user, after the flood
   m.emit(jank("postgres", 0));
   std::string t = m.render();
-  CHECK(sample(t, R"(jankbpf_janks_total{comm="redis-server",exe="/usr/bin/redis-server",container_id=""})") == "2");
-  CHECK(sample(t, R"(jankbpf_janks_total{comm="nginx",exe="/usr/bin/nginx",container_id=""})") == "1");
-  CHECK(sample(t, R"(jankbpf_janks_total{comm="postgres",exe="/usr/bin/postgres",container_id=""})") == "1");
+  CHECK(sample(t, R"(jankbpf_janks_total{comm="redis-server",exe="/usr/bin/redis-server",container_id="",cause="none"})") == "2");
+  CHECK(sample(t, R"(jankbpf_janks_total{comm="nginx",exe="/usr/bin/nginx",container_id="",cause="none"})") == "1");
+  CHECK(sample(t, R"(jankbpf_janks_total{comm="postgres",exe="/usr/bin/postgres",container_id="",cause="none"})") == "1");
   CHECK(sample(t, "jankbpf_label_sets") == "501");  // 500 + other
   // The flooding uid's own overflow went to "other" (51 records), and the
   // two slots it gave up folded their counts there: totals are kept.
   CHECK(sample(t, "jankbpf_label_sets_dropped_total") == "51");
   CHECK(sample(t, "jankbpf_label_sets_evicted_total") == "2");
-  CHECK(sample(t, R"(jankbpf_janks_total{comm="other",exe="other",container_id="other"})") == "53");
+  CHECK(sample(t, R"(jankbpf_janks_total{comm="other",exe="other",container_id="other",cause="none"})") == "53");
   uint64_t total = 0;
   std::istringstream in(t);
   for (std::string line; std::getline(in, line);)
@@ -198,7 +198,7 @@ TEST_CASE("names that stopped janking age out; live ones keep their slots", "[me
   m.emit(jank("b", 1000));
   m.emit(jank("c", 1000));
   m.emit(jank("d", 1000));  // full, nobody idle long enough
-  CHECK(sample(m.render(), R"(jankbpf_janks_total{comm="d",exe="/usr/bin/d",container_id=""})") == "<missing>");
+  CHECK(sample(m.render(), R"(jankbpf_janks_total{comm="d",exe="/usr/bin/d",container_id="",cause="none"})") == "<missing>");
   now = 50'000;
   m.emit(jank("a", 1000));  // a is live
   now = 61'000;             // b and c idle 61 s, a 11 s
@@ -206,11 +206,11 @@ TEST_CASE("names that stopped janking age out; live ones keep their slots", "[me
   m.emit(jank("e", 1000));
   m.emit(jank("f", 1000));  // only a (live), d and e now: none idle
   std::string t = m.render();
-  CHECK(sample(t, R"(jankbpf_janks_total{comm="a",exe="/usr/bin/a",container_id=""})") == "2");
-  CHECK(sample(t, R"(jankbpf_janks_total{comm="d",exe="/usr/bin/d",container_id=""})") == "1");
-  CHECK(sample(t, R"(jankbpf_janks_total{comm="e",exe="/usr/bin/e",container_id=""})") == "1");
-  CHECK(sample(t, R"(jankbpf_janks_total{comm="b",exe="/usr/bin/b",container_id=""})") == "<missing>");
-  CHECK(sample(t, R"(jankbpf_janks_total{comm="other",exe="other",container_id="other"})") == "4");  // d, f, b, c
+  CHECK(sample(t, R"(jankbpf_janks_total{comm="a",exe="/usr/bin/a",container_id="",cause="none"})") == "2");
+  CHECK(sample(t, R"(jankbpf_janks_total{comm="d",exe="/usr/bin/d",container_id="",cause="none"})") == "1");
+  CHECK(sample(t, R"(jankbpf_janks_total{comm="e",exe="/usr/bin/e",container_id="",cause="none"})") == "1");
+  CHECK(sample(t, R"(jankbpf_janks_total{comm="b",exe="/usr/bin/b",container_id="",cause="none"})") == "<missing>");
+  CHECK(sample(t, R"(jankbpf_janks_total{comm="other",exe="other",container_id="other",cause="none"})") == "4");  // d, f, b, c
   CHECK(sample(t, "jankbpf_label_sets_evicted_total") == "2");
 }
 
