@@ -7,6 +7,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "cause/largest.h"
+#include "report/cause_view.h"
 #include "report_assets.h"  // generated from src/report/assets at build time
 
 namespace jankbpf::report {
@@ -64,6 +66,15 @@ Json task_json(const TaskEntry& e, bool has_jank) {
     off.push_back(std::move(jo));
   }
   t["off"] = std::move(off);
+  // Why (README "Why"): the line, its slices with their identities, and
+  // the kind of the largest cause (the process's causes table counts it).
+  if (r.causes_known) {
+    t["why"] = r.why;
+    Json cause = Json::array();
+    for (const auto& c : r.cause) cause.push_back({{"kind", c.kind}, {"ms", c.ms}, {"id", cause_identity(c)}});
+    t["cause"] = std::move(cause);
+    t["largest"] = std::string(cause::largest_kind(r));
+  }
   return t;
 }
 

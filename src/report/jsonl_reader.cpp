@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <type_traits>
 #include <map>
@@ -10,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cause/kinds.h"
 #include "report/input_file.h"
 #include "report/sampled.h"
 
@@ -120,6 +122,85 @@ std::string find_log(const std::string& recorded, const ReadOptions& opts) {
   return "";
 }
 
+// A thread a cause names, and one level on at most (a record's chain is
+// one level deep; deeper nesting is not followed).
+CauseThread cause_thread_from(const Json& j, bool next_level) {
+  CauseThread t;
+  t.pid = get<pid_t>(j, "pid", 0);
+  t.tid = get<pid_t>(j, "tid", 0);
+  t.comm = get<std::string>(j, "comm", "");
+  t.claim = get<bool>(j, "claim", false);
+  t.verified = get<bool>(j, "verified", false);
+  t.followed = j.contains("followed_ms");
+  t.followed_ms = get<double>(j, "followed_ms", 0);
+  if (auto s = j.find("state_ms"); s != j.end() && s->is_object()) {
+    t.state.running_ms = get<double>(*s, "running", 0);
+    t.state.runnable_ms = get<double>(*s, "runnable", 0);
+    t.state.sleeping_ms = get<double>(*s, "sleeping", 0);
+    t.state.blocked_io_ms = get<double>(*s, "blocked_io", 0);
+  }
+  t.samples = get<uint32_t>(j, "samples", 0);
+  t.function = get<std::string>(j, "function", "");
+  t.file = get<std::string>(j, "file", "");
+  t.stack = strings(j, "stack", 16);
+  if (auto w = j.find("waited"); w != j.end() && w->is_object()) {
+    t.waited_kind = get<std::string>(*w, "kind", "");
+    t.waited_syscall = get<std::string>(*w, "syscall", "");
+    t.waited_address = std::strtoull(get<std::string>(*w, "address", "0").c_str(), nullptr, 16);
+    if (auto n = w->find("thread"); next_level && n != w->end() && n->is_object())
+      t.next.push_back(cause_thread_from(*n, false));
+  }
+  return t;
+}
+
+// The `cause` slices (README "Why"), for the report's renderings; a slice
+// of a kind jankbpf does not write is left out.
+void causes_from(const Json& j, TaskRecord& r) {
+  auto c = j.find("cause");
+  if (c == j.end() || !c->is_array()) return;
+  r.causes_known = true;
+  r.why = get<std::string>(j, "why", "");
+  for (const auto& jc : *c) {
+    if (r.cause.size() >= kMaxArray) break;
+    if (!jc.is_object()) continue;
+    CauseSlice s;
+    s.kind = get<std::string>(jc, "kind", "");
+    if (cause::kind_rank(s.kind) >= cause::kKinds.size()) continue;
+    s.ms = get<double>(jc, "ms", 0);
+    s.count = get<uint32_t>(jc, "count", 0);
+    s.syscall = get<std::string>(jc, "syscall", "");
+    s.state = get<std::string>(jc, "state", "");
+    if (auto a = jc.find("address"); a != jc.end() && a->is_string()) {
+      s.has_address = true;
+      s.address = std::strtoull(a->get<std::string>().c_str(), nullptr, 16);
+      s.address_where = get<std::string>(jc, "where", "");
+    }
+    if (auto o = jc.find("owner"); o != jc.end() && o->is_object()) s.owner = cause_thread_from(*o, true);
+    if (auto w = jc.find(s.kind == "peer" ? "peer" : "waker"); w != jc.end() && w->is_object())
+      s.waker = cause_thread_from(*w, true);
+    s.in_interrupt = get<bool>(jc, "in_interrupt", false);
+    s.by_kernel = get<bool>(jc, "by_kernel", false);
+    s.fd = get<int>(jc, "fd", -1);
+    s.fd_path = get<std::string>(jc, "fd_path", "");
+    s.preempted = get<uint32_t>(jc, "preempted", 0);
+    if (auto t = jc.find("cpu_tasks"); t != jc.end() && t->is_array())
+      for (const auto& jt : *t) {
+        if (s.cpu_tasks.size() >= 8) break;
+        if (jt.is_object())
+          s.cpu_tasks.push_back({get<pid_t>(jt, "pid", 0), get<pid_t>(jt, "tid", 0), get<std::string>(jt, "comm", ""),
+                                 get<double>(jt, "ms", 0)});
+      }
+    s.cpu_others_ms = get<double>(jc, "cpu_others_ms", 0);
+    s.cgroup = get<std::string>(jc, "cgroup", "");
+    s.cgroup_fs = get<std::string>(jc, "cgroup_fs", "");
+    s.quota = get<std::string>(jc, "quota", "");
+    s.frame = get<std::string>(jc, "frame", "");
+    s.kernel_stack = strings(jc, "kernel_stack", 16);
+    s.unattributed = get<bool>(jc, "unattributed", false);
+    r.cause.push_back(std::move(s));
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -183,6 +264,7 @@ bool task_from(const Json& j, TaskRecord* rec) {
       r.off_cpu.push_back(std::move(info));
     }
   }
+  causes_from(j, r);
   return true;
 }
 

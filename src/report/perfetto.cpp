@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "cause/largest.h"
+#include "report/cause_view.h"
 #include "report/perfetto_frames.h"
 #include "report/protobuf.h"
 #include "report/sampled.h"
@@ -79,6 +81,47 @@ void annotate_int(ProtoWriter& ev, std::string_view name, int64_t v) {
   a.string(10, name);
   a.sint(4, v);
   ev.message(te::kDebugAnnotations, a);
+}
+
+// The task's cause slices as one arg, an array of {kind, ms, identity}
+// (the UI shows args.cause[0].kind ...): DebugAnnotation.array_values = 12,
+// dict_entries = 11.
+void annotate_causes(ProtoWriter& ev, const TaskRecord& r) {
+  ProtoWriter a;
+  a.string(10, "cause");
+  for (const auto& c : r.cause) {
+    ProtoWriter item, kind, ms, id;
+    kind.string(10, "kind");
+    kind.string(6, c.kind);
+    item.message(11, kind);
+    ms.string(10, "ms");
+    ms.dbl(5, c.ms);
+    item.message(11, ms);
+    id.string(10, "identity");
+    id.string(6, cause_identity(c));
+    item.message(11, id);
+    a.message(12, item);
+  }
+  ev.message(te::kDebugAnnotations, a);
+}
+
+// The threads a task's causes blame that were followed while it waited
+// (the owner, the peer, and the one its chain goes on to), with the slice.
+struct Blamed {
+  const CauseSlice* slice;
+  const CauseThread* thread;
+  const CauseThread* waiter;  // nullptr: the watched thread itself; else the link before it
+};
+std::vector<Blamed> blamed_threads(const TaskRecord& r) {
+  std::vector<Blamed> out;
+  for (const auto& c : r.cause) {
+    const CauseThread* th = cause_thread(c);
+    if (!th || !th->followed || !th->pid || !th->tid) continue;
+    out.push_back({&c, th, nullptr});
+    for (const auto& n : th->next)
+      if (n.pid && n.tid) out.push_back({&c, &n, th});
+  }
+  return out;
 }
 
 std::string ms_text(double ms) {
@@ -280,6 +323,10 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
       else if (o.waker.pid) track(out, wuuid, o.waker.comm, o.waker.pid, o.waker.tid);
       else track(out, wuuid, "waker " + o.waker.comm + " (idle task)", 0, 0);
     }
+    for (const auto& b : blamed_threads(r)) {
+      uint64_t buuid = thread_uuid(b.thread->pid, b.thread->tid);
+      if (tracks.insert(buuid).second) track(out, buuid, b.thread->comm, b.thread->pid, b.thread->tid);
+    }
   }
   //    Wayland clients with frames: their processes, and the threads of janky frames.
   for (const auto& [pid, name] : run.frame_procs) {
@@ -326,6 +373,11 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
     annotate_int(args, "samples", r.samples);
     for (const auto& p : r.external_log) annotate(args, p.ends_with(".dat") ? "trace" : "stack_log", p);
     if (!r.suppressed.empty()) annotate(args, "suppressed", suppressed_text(r.suppressed));
+    if (r.causes_known) {
+      annotate(args, "why", r.why);
+      annotate(args, "largest_cause", cause::largest_kind(r));
+      annotate_causes(args, r);
+    }
     // The most-sampled stack rides on the slice itself.
     if (!t.samples.empty()) {
       std::map<uint32_t, uint64_t> n;
@@ -368,6 +420,30 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
         flow++;
       }
       last = to;
+    }
+    // A flow from each followed owner or peer (and the thread its chain
+    // goes on to) to the waiter: at the wakeup it gave the watched thread
+    // if one is known, else at the task's end.
+    for (const auto& b : blamed_threads(r)) {
+      const pid_t woke = b.waiter ? b.waiter->tid : b.thread->tid;
+      uint64_t at = 0;
+      for (const auto& o : r.off_cpu)
+        if (o.has_waker && o.waker.tid == woke && o.woken_ns > begin && o.woken_ns <= end) at = std::max(at, o.woken_ns);
+      if (!at) at = end > begin ? end - 1 : end;
+      const std::string kind = b.slice->kind;
+      ProtoWriter f1, f2;
+      f1.fixed64(te::kFlowIds, flow);
+      annotate(f1, "identity", cause_identity(*b.slice));
+      const std::string whom = b.waiter ? b.waiter->comm + "[" + std::to_string(b.waiter->tid) + "]"
+                                        : r.thread_name + "[" + std::to_string(r.tid) + "]";
+      std::string what = b.thread->function.empty() ? "" : " (ran " + b.thread->function + ")";
+      event(out, at, te::kInstant, thread_uuid(b.thread->pid, b.thread->tid), "cause: " + kind + " of " + whom + what,
+            std::move(f1));
+      f2.fixed64(te::kTerminatingFlowIds, flow);
+      const std::string who = b.thread->comm + "[" + std::to_string(b.thread->tid) + "]";
+      event(out, at, te::kInstant, b.waiter ? thread_uuid(b.waiter->pid, b.waiter->tid) : uuid,
+            (b.waiter ? "waited for " : kind + ": waited for ") + who, std::move(f2));
+      flow++;
     }
     event(out, end, te::kSliceEnd, uuid, "");
     // The samples: a stack log has no times, so its samples are spread

@@ -307,3 +307,154 @@ def test_redis_report_and_trace(tmp_path):
     assert re.search(r'function_names \{\s+iid: \d+\s+str: "debugCommand"', text)
     assert re.search(r'thread_name: "redis-server"', text)
     assert "sched_switch {" in text
+
+
+# ---- why: the causes drawn (README "Why", "Looking at janks") ---------------
+
+def _parse_text_proto(text):
+    """protoc's text format as nested lists of (field, value) pairs; a
+    message's value is its own list, a string's its unescaped text."""
+    root, stack = [], []
+    cur = root
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if line.endswith("{"):
+            child = []
+            cur.append((line[:-1].strip(), child))
+            stack.append(cur)
+            cur = child
+        elif line == "}":
+            cur = stack.pop()
+        else:
+            k, v = line.split(":", 1)
+            v = v.strip()
+            if v.startswith('"'):
+                v = v[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape").encode("latin-1").decode("utf-8", "replace")
+            cur.append((k, v))
+    return root
+
+
+def _get(msg, field):
+    return [v for k, v in msg if k == field]
+
+
+def _one(msg, field, default=None):
+    got = _get(msg, field)
+    return got[0] if got else default
+
+
+def _args(ev):
+    """A TrackEvent's debug annotations: name -> the annotation's pairs."""
+    return {_one(a, "name"): a for a in _get(ev, "debug_annotations")}
+
+
+@pytest.fixture(scope="module")
+def cause_run(tmp_path_factory):
+    """One live run of cause_target with a lock held by a computing worker,
+    a two-level chain (a peer process waiting on its worker's lock) and a
+    timed sleep, watched with --report and --perfetto."""
+    from test_causes import CauseTarget, jank_of
+    d = tmp_path_factory.mktemp("causes")
+    html, pf = str(d / "causes.html"), str(d / "causes.pftrace")
+    target = CauseTarget(["lock:300", "chain:300", "sleep:250", "spin:5"])
+    try:
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", "3", "--report", html, "--perfetto", pf)
+        tasks = target.tasks()[:-1]
+        assert jb.wait(30) == 0, jb.stderr
+    finally:
+        target.kill()
+    janks = [j for j in jb.of_type("jank") if j["pid"] == target.pid]
+    by_kind = {t["kind"]: jank_of(janks, t) for t in tasks}
+    for kind, top in (("lock", "lock"), ("chain", "peer"), ("sleep", "sleep")):
+        assert by_kind[kind]["cause"][0]["kind"] == top, by_kind[kind]["cause"]
+    return {"dir": d, "html": html, "pftrace": pf, "janks": janks, "by_kind": by_kind, "ready": target.ready}
+
+
+def test_html_report_shows_each_janks_why_and_the_processs_causes(cause_run):
+    dom = dump_dom("file://" + cause_run["html"] + "#all")
+    ready, by_kind = cause_run["ready"], cause_run["by_kind"]
+    # Per jank: its why line, and its slices (kind, ms, identity).
+    for j in cause_run["janks"]:
+        assert f'<span class="why">{j["why"]}</span>' in dom, j["why"]
+    tables = re.findall(r'<table class="causes jank-causes">(.*?)</table>', dom, re.S)
+    assert len(tables) == len(cause_run["janks"]), len(tables)
+    lock = by_kind["lock"]["cause"][0]
+    m = re.search(r'<tr class="cause-lock"><td>lock</td><td>(\d+) ms</td><td>mutex ' + re.escape(lock["address"])
+                  + r' \(cause_target\+0x[0-9a-f]+\) held by holder\[' + str(ready["holder_tid"])
+                  + r'\] running crunch_a \(cause_target\.c:\d+\)</td>', dom)
+    assert m and abs(int(m.group(1)) - lock["ms"]) <= 1, lock
+    assert re.search(r'<td>chainb\[' + str(ready["chainb_tid"]) + r'\] of pid \d+ via read on pipe:\[\d+\][^<]*'
+                     r', which waited (on lock 0x[0-9a-f]+ held by|for) chainc\[' + str(ready["chainc_tid"])
+                     + r'\] running crunch_c', dom) or re.search(
+                     r'<td>chainb\[' + str(ready["chainb_tid"]) + r'\] via read on pipe:\[\d+\][^<]*'
+                     r', which waited (on lock 0x[0-9a-f]+ held by|for) chainc\[' + str(ready["chainc_tid"])
+                     + r'\] running crunch_c', dom), re.findall(r"<td>chainb[^<]*</td>", dom)
+    assert re.search(r'<td>(clock_)?nanosleep from nap_here \(cause_target\.c:\d+\)</td>', dom)
+    # Per process: each kind, the janks it was the largest cause of, its
+    # total and its top identities.
+    (table,) = re.findall(r'<table class="causes proc-causes">(.*?)</table>', dom, re.S)
+    n = len(cause_run["janks"])
+
+    def largest(j):
+        kinds = {c["kind"] for c in j["cause"]}
+        return max(kinds, key=lambda k: sum(c["ms"] for c in j["cause"] if c["kind"] == k)) if kinds else "none"
+    for kind in ("lock", "peer", "sleep"):
+        total = sum(c["ms"] for j in cause_run["janks"] for c in j["cause"] if c["kind"] == kind)
+        m = re.search(rf'<tr class="cause-{kind}"><td>{kind}</td><td>(\d+) of (\d+) janks</td><td>(\d+) ms</td>'
+                      r'<td class="ids">([^<]*)</td>', table)
+        assert m, (kind, table[:2000])
+        assert (int(m.group(1)), int(m.group(2))) == (sum(largest(j) == kind for j in cause_run["janks"]), n)
+        assert abs(int(m.group(3)) - total) <= 1, (m.group(3), total)
+    assert f"held by holder[{ready['holder_tid']}] running crunch_a" in table
+
+
+def test_perfetto_trace_carries_causes_as_args_and_flows_from_the_owner_and_peer(cause_run):
+    trace = _parse_text_proto(protoc_decode(cause_run["pftrace"]))
+    ready, by_kind = cause_run["ready"], cause_run["by_kind"]
+    packets = _get(trace, "packet")
+    # Tracks of the followed threads: the lock's owner, the peer, its worker.
+    uuid_of = {}
+    for p in packets:
+        for d in _get(p, "track_descriptor"):
+            for t in _get(d, "thread"):
+                uuid_of[int(_one(t, "tid"))] = _one(d, "uuid")
+                uuid_of[_one(t, "thread_name"), int(_one(t, "tid"))] = _one(d, "uuid")
+    for comm, tid in (("holder", ready["holder_tid"]), ("chainb", ready["chainb_tid"]), ("chainc", ready["chainc_tid"])):
+        assert (comm, tid) in uuid_of, (comm, tid)
+    events = [(te, int(_one(p, "timestamp", 0))) for p in packets for te in _get(p, "track_event")]
+    for kind, j in by_kind.items():
+        (ev,) = [e for e, _ in events if _one(e, "type") == "TYPE_SLICE_BEGIN"
+                 and _one(e, "name", "").startswith(f"jank {j['duration_ms']:.1f} ms")]
+        args = _args(ev)
+        assert _one(args["why"], "string_value") == j["why"]
+        assert _one(args["largest_cause"], "string_value") == j["cause"][0]["kind"]
+        # args.cause: one {kind, ms, identity} per slice, in the record's order.
+        items = [{k: _one(v, "string_value", _one(v, "double_value")) for k, v in
+                  ((_one(e, "name"), e) for e in _get(a, "dict_entries"))} for a in _get(args["cause"], "array_values")]
+        assert [i["kind"] for i in items] == [c["kind"] for c in j["cause"]], items
+        assert all(abs(float(i["ms"]) - c["ms"]) <= 0.001 for i, c in zip(items, j["cause"])), items
+        assert all(i["identity"] for i in items), items
+    # Flows: from the owner's track to the lock waiter, from the peer's to
+    # the chain's waiter, and from the peer's worker to the peer.
+    flows = {}
+    for e, ts in events:
+        for f in _get(e, "flow_ids"):
+            flows.setdefault(f, {})["from"] = (e, ts)
+        for f in _get(e, "terminating_flow_ids"):
+            flows.setdefault(f, {})["to"] = (e, ts)
+
+    def cause_flow(src_tid, dst_tid, name):
+        for f in flows.values():
+            if "from" in f and "to" in f:
+                (src, ts), (dst, _) = f["from"], f["to"]
+                if (_one(src, "track_uuid") == uuid_of[src_tid] and _one(dst, "track_uuid") == uuid_of[dst_tid]
+                        and _one(src, "name", "").startswith("cause: ") and _one(dst, "name", "").startswith(name)):
+                    return ts
+        return None
+    at = cause_flow(ready["holder_tid"], ready["tid"], f"lock: waited for holder[{ready['holder_tid']}]")
+    lj = by_kind["lock"]
+    assert at and lj["begin_monotonic_ns"] < at <= lj["begin_monotonic_ns"] + lj["duration_ms"] * 1e6, at
+    assert cause_flow(ready["chainb_tid"], ready["tid"], f"peer: waited for chainb[{ready['chainb_tid']}]")
+    assert cause_flow(ready["chainc_tid"], ready["chainb_tid"], f"waited for chainc[{ready['chainc_tid']}]")

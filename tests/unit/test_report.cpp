@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "output/output.h"
 #include "report/atomic_file.h"
+#include "report/cause_view.h"
 #include "report/folded.h"
 #include "report/html.h"
 #include "report/jsonl_reader.h"
@@ -306,4 +308,107 @@ TEST_CASE("records read back from their JSON line", "[report]") {
   REQUIRE(back.off_cpu.size() == 1);
   CHECK(back.off_cpu[0].waker.comm == "w");
   CHECK_FALSE(task_from_json(R"({"type":"summary"})", &back, &error));
+}
+
+namespace {
+
+// A jank that waited 150 ms on a mutex its owner held while it computed,
+// and 30 ms queued behind a hog; the owner was followed.
+TaskRecord jank_with_causes() {
+  TaskRecord r = task(10, "app", 1, {stack_of({"main", "inner"}, 0, 1, 1'050'000'000ULL)});
+  r.causes_known = true;
+  r.why = "150 ms on mutex 0x1000 (app+0x1000) held by holder[12], which ran crunch_a (lock.c:41) for 140 ms";
+  CauseSlice lock{.kind = "lock", .ms = 150, .count = 1, .syscall = "futex", .state = "sleeping",
+                  .has_address = true, .address = 0x1000, .address_where = "app+0x1000"};
+  CauseThread owner;
+  owner.pid = 10;
+  owner.tid = 12;
+  owner.comm = "holder";
+  owner.claim = owner.verified = owner.followed = true;
+  owner.function = "crunch_a";
+  owner.file = "lock.c:41";
+  lock.owner = owner;
+  lock.waker = owner;
+  CauseSlice queued{.kind = "runnable", .ms = 30, .count = 1};
+  queued.cpu_tasks.push_back({99, 99, "hog", 30});
+  r.cause = {lock, queued};
+  OffCpuInfo o;
+  o.state = "sleeping";
+  o.off_ns = 1'010'000'000ULL;
+  o.woken_ns = 1'160'000'000ULL;
+  o.has_waker = true;
+  o.waker = {10, 12, "holder", {}, {}};
+  r.off_cpu.push_back(o);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("HTML report: a jank's why, its cause slices with identities, the largest kind", "[report][causes]") {
+  Run run;
+  run.add(jank_with_causes());
+  run.add(task(10, "app", 2, {}));  // causes off: no why, no slices
+  std::string page = render_html(run, true, 0);
+  auto at = page.find("\"tasks\":[");
+  REQUIRE(at != std::string::npos);
+  CHECK(page.find("\"why\":\"150 ms on mutex 0x1000") != std::string::npos);
+  CHECK(page.find("{\"id\":\"mutex 0x1000 (app+0x1000) held by holder[12] running crunch_a (lock.c:41)\","
+                  "\"kind\":\"lock\",\"ms\":150.0}") != std::string::npos);
+  CHECK(page.find("{\"id\":\"behind hog[99]\",\"kind\":\"runnable\",\"ms\":30.0}") != std::string::npos);
+  CHECK(page.find("\"largest\":\"lock\"") != std::string::npos);
+  // One task has causes, the other none at all.
+  size_t n = 0;
+  for (size_t i = page.find("\"largest\":"); i != std::string::npos; i = page.find("\"largest\":", i + 1)) n++;
+  CHECK(n == 1);
+}
+
+TEST_CASE("perfetto trace: cause slices as args, a flow from the followed owner's track", "[report][causes]") {
+  Run run;
+  run.add(jank_with_causes());
+  auto pb = render_perfetto(run, {});
+  for (const char* s : {"why", "largest_cause", "cause", "identity", "behind hog[99]",
+                        "cause: lock of app[10] (ran crunch_a)", "lock: waited for holder[12]"})
+    CHECK(pb.find(s) != std::string::npos);
+  // interned data, process + thread + the waker's track (the owner's: the same thread),
+  // jank begin/end, off-CPU begin/end, 2 wakeup flow instants, 2 cause flow instants, 1 sample.
+  size_t at = 0, packets = 0;
+  while (at < pb.size()) {
+    REQUIRE(static_cast<unsigned char>(pb[at]) == 0x0a);
+    at++;
+    uint64_t len = 0;
+    int shift = 0;
+    while (static_cast<unsigned char>(pb[at]) & 0x80) len |= uint64_t(pb[at++] & 0x7f) << (shift += 7, shift - 7);
+    len |= uint64_t(pb[at++] & 0x7f) << shift;
+    at += len;
+    packets++;
+  }
+  CHECK(packets == 1 + 3 + 2 + 2 + 2 + 2 + 1);
+}
+
+TEST_CASE("causes read back from a jank's JSON line render as they did live", "[report][causes]") {
+  TaskRecord live = jank_with_causes();
+  std::string line = to_json_line(live);
+  TaskRecord back;
+  std::string error;
+  REQUIRE(task_from_json(line, &back, &error));
+  CHECK(back.causes_known);
+  CHECK(back.why == live.why);
+  REQUIRE(back.cause.size() == live.cause.size());
+  for (size_t i = 0; i < live.cause.size(); i++) {
+    CHECK(back.cause[i].kind == live.cause[i].kind);
+    CHECK(back.cause[i].ms == Approx(live.cause[i].ms));
+    CHECK(cause_identity(back.cause[i]) == cause_identity(live.cause[i]));
+  }
+  // A kind jankbpf never writes is left out; a record without causes has none.
+  auto j = nlohmann::json::parse(line);
+  j["cause"][0]["kind"] = "</script>";
+  TaskRecord odd;
+  REQUIRE(task_from_json(j.dump(), &odd, &error));
+  CHECK(odd.cause.size() == live.cause.size() - 1);
+  j.erase("cause");
+  j.erase("why");
+  TaskRecord none;
+  REQUIRE(task_from_json(j.dump(), &none, &error));
+  CHECK(!none.causes_known);
+  CHECK(none.cause.empty());
 }

@@ -185,6 +185,19 @@
     kv(td, "wait syscall", t.wait);
     kv(td, "boundary", t.boundary);
     kv(td, "runnable name", t.runnable);
+    if (t.why) kv(td, "why", el("span", { class: "why" }, t.why));
+    if (t.cause && t.cause.length) {
+      const tb = el("table", { class: "causes jank-causes" });
+      const hr = el("tr");
+      ["cause", "time", "what"].forEach(h => hr.appendChild(el("th", {}, h)));
+      tb.appendChild(hr);
+      for (const c of t.cause) {
+        const tr = el("tr", { class: "cause-" + c.kind });
+        tr.append(el("td", {}, c.kind), el("td", {}, ms(c.ms)), el("td", {}, c.id));
+        tb.appendChild(tr);
+      }
+      kv(td, "causes", tb);
+    }
     if (t.suppressed) kv(td, "no new log", t.suppressed);
     if (t.logs.length) {
       const s = el("span");
@@ -211,7 +224,42 @@
     }
   }
 
-  // ---- processes: aggregate flame graph and the jank table -----------
+  // ---- processes: causes, aggregate flame graph and the jank table ---
+  // Per kind: the janks it was the largest cause of, its time over all the
+  // process's janks, and the identities that took most of that time.
+  function causesTable(parent, p) {
+    const kinds = new Map();
+    let known = 0;
+    for (const i of p.tasks) {
+      const t = tasks[i];
+      if (t.kind !== "jank" || !t.cause) continue;
+      known++;
+      for (const c of t.cause) {
+        if (!kinds.has(c.kind)) kinds.set(c.kind, { largest: 0, ms: 0, ids: new Map() });
+        const k = kinds.get(c.kind);
+        k.ms += c.ms;
+        k.ids.set(c.id, (k.ids.get(c.id) || 0) + c.ms);
+      }
+      if (t.largest && t.largest !== "none") {
+        if (!kinds.has(t.largest)) kinds.set(t.largest, { largest: 0, ms: 0, ids: new Map() });
+        kinds.get(t.largest).largest++;
+      }
+    }
+    if (!known) return;
+    const tb = el("table", { class: "causes proc-causes" });
+    const hr = el("tr");
+    ["cause", "largest in", "total", "top identities"].forEach(h => hr.appendChild(el("th", {}, h)));
+    tb.appendChild(hr);
+    [...kinds.entries()].sort((a, b) => b[1].largest - a[1].largest || b[1].ms - a[1].ms).forEach(([kind, k]) => {
+      const ids = [...k.ids.entries()].sort((a, b) => b[1] - a[1]).slice(0, 3);
+      const tr = el("tr", { class: "cause-" + kind });
+      tr.append(el("td", {}, kind), el("td", {}, k.largest + " of " + known + " janks"), el("td", {}, ms(k.ms)),
+        el("td", { class: "ids" }, ids.map(([id, v]) => ms(v) + "  " + id).join("\n")));
+      tb.appendChild(tr);
+    });
+    parent.appendChild(el("div", { class: "kv" }, "Causes of its janks (README: Why):"));
+    parent.appendChild(tb);
+  }
   const rowOf = new Map();  // task index -> {tr, open()}
   function processSection(p, open) {
     const d = el("details", { class: "proc", "data-pid": p.pid });
@@ -229,6 +277,7 @@
         for (const [s, n] of t.samples) merged.set(s, (merged.get(s) || 0) + n);
       }
       merged.forEach((n, s) => all.push([s, n]));
+      causesTable(d, p);
       flameGraph(d, all, "all janks of " + p.label);
       const tb = el("table", { class: "janks" });
       const hr = el("tr");
