@@ -57,7 +57,7 @@ void Reporter::handle(FrameJob& j) {
     name_runnable_from_runtime(named);
     rec.runnable_name = named.runnable_name;
   }
-  frame::attach_causes(rec);
+  frame::attach_causes(rec, impl_->task_whys);
   {
     std::lock_guard lk(mu_);
     stats_.frame_records++;

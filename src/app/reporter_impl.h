@@ -15,6 +15,7 @@
 #include "app/parked_records.h"
 #include "app/reporter.h"
 #include "cause/identity.h"
+#include "frame/frame_causes.h"
 #include "runtime/python_frames.h"
 #include "stack/resolver.h"
 
@@ -59,6 +60,7 @@ struct Reporter::Impl {
 
   uint64_t evicted = 0;  // threads whose stored stacks were dropped unreported
   cause::ProcIdentities identities;  // what names a cause (cause/identity.h)
+  frame::TaskWhys task_whys;         // the why of recent task records, for their frames (frame/frame_causes.h)
 
   // The reporter's time per uid (kReporterMsPerSec, kReporterBurstMs), the
   // uid of each process seen (the owner of /proc/PID), and budget bits for

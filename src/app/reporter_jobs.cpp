@@ -252,6 +252,7 @@ void Reporter::handle(TaskJob& j) {
   // 2b. Why it was not running: slices, identities, the one line.
   cause::PrefetchedIdentities ids(ctx.causes.live, impl_->identities);
   cause::attribute(rec, ctx.causes, ctx.causes_enabled, ids, cause_stacks);
+  impl_->task_whys.remember(rec);  // for the janky frames of this task still to come
 
   // 3. The stack log: for finished tasks, within the quota.
   if (!hang && tree.samples() && cfg_.jank.stacks_enabled()) {

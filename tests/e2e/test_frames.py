@@ -190,6 +190,8 @@ def test_planted_frames_reported_with_deadline_jank_type_and_skipped_frames(wl_r
         # frame that spent its overrun waiting for a CPU on a loaded machine).
         if r["state_ms"]["running"] > c["planted_ms"] / 2 and r["samples"]:
             assert "slow_draw" in r["heaviest_stack"], r["heaviest_stack"][:600]
+    # Shorter than --threshold: no long task, no causes collected, no why.
+    assert not [r for r in recs if r.get("why") or r.get("task_seq")], [r for r in recs if r.get("why")][:2]
     named = [r for r in recs if "slow_draw" in r["heaviest_stack"]]
     assert len(named) >= 3, "the planted frames' stacks should name slow_draw"
 
@@ -291,6 +293,11 @@ def test_a_frame_that_stops_committing_is_frozen_and_links_to_its_jank(wl_run):
     # Past the threshold inside one task: the jank record of that task.
     janks = wl_run["jb"].of_type("jank", pid=wl_run["pids"]["stall"])
     assert r.get("task_seq") and any(j["task_seq"] == r["task_seq"] for j in janks), (r.get("task_seq"), janks)
+    # And that task's why, whose largest cause is the sleep in stalled_draw
+    # (README, Frames: "Why").
+    (jank,) = [j for j in janks if j["task_seq"] == r["task_seq"]]
+    assert jank["cause"][0]["kind"] == "sleep" and jank["cause"][0]["frame"].startswith("stalled_draw ("), jank["cause"]
+    assert r.get("why") == [jank["why"]] and "stalled_draw" in jank["why"], (r.get("why"), jank["why"])
     row = next(s for s in wl_run["jb"].summary()["frames"] if s["pid"] == wl_run["pids"]["stall"])
     assert row["frozen_frames"] == 1
     assert row["frame_time_ms"]["max"] == pytest.approx(c["ms"], abs=1.0)

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "frame/frame_causes.h"
 #include "frame/frame_stats.h"
 #include "frame/frame_tracker.h"
 #include "frame/wayland_lib.h"
@@ -390,4 +391,60 @@ TEST_CASE("the system's libwayland-client has the three probe sites", "[frames]"
   fclose(f);
   CHECK(op == 0xe8);
 #endif
+}
+
+TEST_CASE("a frame that is part of a long task says that task's why; a shorter one says nothing", "[frames][causes]") {
+  TaskWhys whys;
+  TaskRecord jank;
+  jank.tid = 700;
+  jank.task_seq = 41;
+  jank.causes_known = true;
+  jank.why = "297 ms on mutex 0x55c73de1a440 (app+0x5440) held by holder[812], which ran crunch_a (app.c:84) for 217 ms";
+  whys.remember(jank);
+  TaskRecord off = jank;  // causes off: no line to give
+  off.task_seq = 42;
+  off.causes_known = false;
+  off.why.clear();
+  whys.remember(off);
+
+  FrameRecord in_task;
+  in_task.frame.tid = 700;
+  in_task.frame.task_seq = 41;
+  attach_causes(in_task, whys);
+  REQUIRE(in_task.why.size() == 1);
+  CHECK(in_task.why[0] == jank.why);
+  // The frame's JSON carries it beside task_seq.
+  auto j = nlohmann::json::parse(to_json_line(in_task));
+  CHECK(j["task_seq"] == 41);
+  CHECK(j["why"][0] == jank.why);
+
+  FrameRecord short_frame = in_task;  // below the threshold: no task_seq, no causes collected
+  short_frame.why.clear();
+  short_frame.frame.task_seq = 0;
+  attach_causes(short_frame, whys);
+  CHECK(short_frame.why.empty());
+  CHECK(!nlohmann::json::parse(to_json_line(short_frame)).contains("why"));
+
+  FrameRecord other_thread = short_frame;
+  other_thread.frame.tid = 701;
+  other_thread.frame.task_seq = 41;
+  attach_causes(other_thread, whys);
+  CHECK(other_thread.why.empty());
+  FrameRecord causes_off = short_frame;
+  causes_off.frame.task_seq = 42;
+  attach_causes(causes_off, whys);
+  CHECK(causes_off.why.empty());
+
+  // A hang's line so far is replaced by its jank's; the table stays bounded.
+  jank.why = "the jank's final line";
+  whys.remember(jank);
+  attach_causes(in_task, whys);
+  CHECK(in_task.why == std::vector<std::string>{"the jank's final line"});
+  for (uint64_t s = 100; s < 100 + 2 * TaskWhys::kMaxTasks; s++) {
+    jank.task_seq = s;
+    whys.remember(jank);
+  }
+  CHECK(whys.size() == TaskWhys::kMaxTasks);
+  CHECK(whys.find(700, 41) == nullptr);
+  CHECK(whys.find(700, 99 + 2 * TaskWhys::kMaxTasks) != nullptr);
 }
