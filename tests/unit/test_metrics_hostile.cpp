@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "cause/kinds.h"
 #include "metrics/http_server.h"
 #include "metrics/listen_addr.h"
 #include "metrics/metrics_output.h"
@@ -158,11 +159,18 @@ TEST_CASE("long label values are cut, so a full table renders to a bounded page"
   for (int i = 0; i < 600; i++) {
     TaskRecord r = jank(std::string(15, '"'), static_cast<uint32_t>(i), exe + std::to_string(i));
     r.proc.container_id = std::string(4096, '\\') + std::to_string(i);
-    m.emit(r);
+    m.emit(r);  // cause="none"
+    // And a jank of every cause kind: the janks counter's 12 series a set.
+    r.causes_known = true;
+    for (size_t k = 1; k < cause::kKinds.size(); k++) {
+      r.cause = {CauseSlice{.kind = std::string(cause::kKinds[k]), .ms = 10}};
+      m.emit(r);
+    }
   }
   std::string t = m.render();
   INFO("scrape of 500 worst-case label sets: " << t.size() << " bytes");
-  CHECK(t.size() < 6u << 20);
+  CHECK(t.find(R"(,cause="kernel_lock"} 1)") != std::string::npos);
+  CHECK(t.size() < 8u << 20);
   CHECK(sample(t, "jankbpf_label_sets") == "501");
 }
 
