@@ -298,6 +298,7 @@ def test_a_frame_that_stops_committing_is_frozen_and_links_to_its_jank(wl_run):
     (jank,) = [j for j in janks if j["task_seq"] == r["task_seq"]]
     assert jank["cause"][0]["kind"] == "sleep" and jank["cause"][0]["frame"].startswith("stalled_draw ("), jank["cause"]
     assert r.get("why") == [jank["why"]] and "stalled_draw" in jank["why"], (r.get("why"), jank["why"])
+    print(f"frozen frame {r['frame_number']}: task_seq {r['task_seq']}, why {r['why']}")
     row = next(s for s in wl_run["jb"].summary()["frames"] if s["pid"] == wl_run["pids"]["stall"])
     assert row["frozen_frames"] == 1
     assert row["frame_time_ms"]["max"] == pytest.approx(c["ms"], abs=1.0)
