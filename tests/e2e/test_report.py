@@ -366,6 +366,9 @@ def cause_run(tmp_path_factory):
     finally:
         target.kill()
     janks = [j for j in jb.of_type("jank") if j["pid"] == target.pid]
+    with open(d / "causes.jsonl", "w") as f:
+        for r in jb.records:
+            f.write(json.dumps(r) + "\n")
     by_kind = {t["kind"]: jank_of(janks, t) for t in tasks}
     for kind, top in (("lock", "lock"), ("chain", "peer"), ("sleep", "sleep")):
         assert by_kind[kind]["cause"][0]["kind"] == top, by_kind[kind]["cause"]
@@ -458,3 +461,23 @@ def test_perfetto_trace_carries_causes_as_args_and_flows_from_the_owner_and_peer
     assert at and lj["begin_monotonic_ns"] < at <= lj["begin_monotonic_ns"] + lj["duration_ms"] * 1e6, at
     assert cause_flow(ready["chainb_tid"], ready["tid"], f"peer: waited for chainb[{ready['chainb_tid']}]")
     assert cause_flow(ready["chainc_tid"], ready["chainb_tid"], f"waited for chainc[{ready['chainc_tid']}]")
+
+
+def test_report_subcommand_draws_the_causes_from_the_records(cause_run):
+    """`jankbpf report` reads the slices back from the JSON lines: the same
+    why lines, slices and causes table as the live page."""
+    out = cause_run["dir"] / "after.html"
+    p = subprocess.run([JANKBPF, "report", str(cause_run["dir"] / "causes.jsonl"), "-o", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    live = dump_dom("file://" + cause_run["html"] + "#all")
+    after = dump_dom("file://" + str(out) + "#all")
+    for j in cause_run["janks"]:
+        assert f'<span class="why">{j["why"]}</span>' in after, j["why"]
+    # The same tables; times may differ in their last digit (the records
+    # keep µs, the live page had the ns).
+    def tables(dom):
+        return [re.sub(r"\d+(\.\d)? ms", "N ms", t)
+                for t in re.findall(r'<table class="causes [a-z-]+">.*?</table>', dom, re.S)]
+    assert len(tables(after)) == len(cause_run["janks"]) + 1
+    assert tables(after) == tables(live)
