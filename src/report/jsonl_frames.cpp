@@ -68,6 +68,10 @@ bool frame_from_json(const nlohmann::json& j, FrameRecord* rec) {
     f.blocked_io_ms = get<double>(*s, "blocked_io", 0);
   }
   r.runnable_name = get<std::string>(j, "runnable_name", "");
+  // The why of its long task (frame/frame_causes.h): one line, a few at most.
+  if (auto w = j.find("why"); w != j.end() && w->is_array())
+    for (const auto& line : *w)
+      if (line.is_string() && r.why.size() < 4) r.why.push_back(line.get<std::string>());
   r.heaviest_stack = get<std::string>(j, "heaviest_stack", "");
   *rec = std::move(r);
   return true;

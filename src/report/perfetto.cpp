@@ -497,6 +497,7 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
     annotate(args, "blocked_io_ms", f.blocked_io_ms);
     if (f.task_seq) annotate_int(args, "task_seq", static_cast<int64_t>(f.task_seq));
     if (!e.rec.runnable_name.empty()) annotate(args, "runnable_name", e.rec.runnable_name);
+    for (const auto& why : e.rec.why) annotate(args, "why", why);  // its long task's (frame/frame_causes.h)
     if (!e.samples.empty()) {
       std::map<uint32_t, uint64_t> n;
       for (const auto& smp : e.samples) n[smp.stack] += smp.count;

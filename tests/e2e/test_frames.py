@@ -32,7 +32,7 @@ import urllib.request
 import pytest
 
 from harness import BUILD, ROOT, Jankbpf
-from viewers import PROTO_DIR, dump_dom, need
+from viewers import PROTO_DIR, dump_dom, need, protoc_decode
 
 WL_FRAMES = os.path.join(BUILD, "tests", "wl_frames")
 GTK_FRAMES = os.path.join(ROOT, "tests", "apps", "wayland", "gtk_frames.py")
@@ -299,6 +299,10 @@ def test_a_frame_that_stops_committing_is_frozen_and_links_to_its_jank(wl_run):
     assert jank["cause"][0]["kind"] == "sleep" and jank["cause"][0]["frame"].startswith("stalled_draw ("), jank["cause"]
     assert r.get("why") == [jank["why"]] and "stalled_draw" in jank["why"], (r.get("why"), jank["why"])
     print(f"frozen frame {r['frame_number']}: task_seq {r['task_seq']}, why {r['why']}")
+    # The Perfetto trace's janky-frame slice carries it as an arg.
+    blocks = re.findall(r"\n  track_event \{\n(.*?)\n  \}", "\n" + protoc_decode(wl_run["dir"] / "f.pftrace"), re.S)
+    frame_slices = [b for b in blocks if 'name: "janky frame ' in b and f"int_value: {r['frame_number']}\n" in b]
+    assert any(f'string_value: "{jank["why"]}"\n      name: "why"' in b for b in frame_slices), frame_slices[:2]
     row = next(s for s in wl_run["jb"].summary()["frames"] if s["pid"] == wl_run["pids"]["stall"])
     assert row["frozen_frames"] == 1
     assert row["frame_time_ms"]["max"] == pytest.approx(c["ms"], abs=1.0)

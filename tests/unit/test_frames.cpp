@@ -410,6 +410,8 @@ TEST_CASE("a frame that is part of a long task says that task's why; a shorter o
   FrameRecord in_task;
   in_task.frame.tid = 700;
   in_task.frame.task_seq = 41;
+  in_task.frame.expected_start_ns = in_task.frame.start_ns = 1'000 * kMs;
+  in_task.frame.end_ns = 1'300 * kMs;
   attach_causes(in_task, whys);
   REQUIRE(in_task.why.size() == 1);
   CHECK(in_task.why[0] == jank.why);
@@ -417,6 +419,9 @@ TEST_CASE("a frame that is part of a long task says that task's why; a shorter o
   auto j = nlohmann::json::parse(to_json_line(in_task));
   CHECK(j["task_seq"] == 41);
   CHECK(j["why"][0] == jank.why);
+  FrameRecord back;  // and `jankbpf report` reads it back
+  REQUIRE(report::frame_from_json(j, &back));
+  CHECK(back.why == in_task.why);
 
   FrameRecord short_frame = in_task;  // below the threshold: no task_seq, no causes collected
   short_frame.why.clear();
