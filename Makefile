@@ -221,7 +221,7 @@ FUZZ_SRCS_fuzz_hotspot_frames := runtime/hotspot_frames runtime/hotspot_methods 
 FUZZ_SRCS_fuzz_kernel_funcs := bpf/kernel_funcs
 FUZZ_LIBS_fuzz_kernel_funcs := -lbpf -lelf -lz
 # `jankbpf report`'s readers (issue 26): stack logs, and JSON lines.
-FUZZ_SRCS_fuzz_stack_log := report/sampled report/run report/perfetto report/perfetto_frames report/protobuf frame/frame_tracker \
+FUZZ_SRCS_fuzz_stack_log := report/sampled report/run report/perfetto report/perfetto_frames report/protobuf report/cause_view frame/frame_tracker \
 	frame/frame_stats $(FUZZ_SRCS_fuzz_stack_tree)
 FUZZ_LIBS_fuzz_stack_log := $(FUZZ_LIBS_fuzz_stack_tree)
 FUZZ_SRCS_fuzz_report_jsonl := report/jsonl_reader report/jsonl_frames report/sampled report/run report/input_file \
