@@ -83,7 +83,8 @@ def test_a_name_that_is_not_utf8_keeps_the_prometheus_target_up(tmp_path):
         # target stays up for every scrape after the janks. (This
         # Prometheus's PromQL refuses U+FFFD in a string literal: a regex
         # finds the series, its labels are compared here.)
-        expr = 'jankbpf_janks_total{job="jankbpf",comm=~".+-jank"}'
+        # (Summed over the cause label: one series per name.)
+        expr = 'sum by (comm) (jankbpf_janks_total{job="jankbpf",comm=~".+-jank"})'
         deadline = time.monotonic() + 20
         series = []
         while time.monotonic() < deadline:
