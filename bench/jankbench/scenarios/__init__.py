@@ -5,6 +5,7 @@ SCENARIOS is in run order: the order of the bench before it was a package,
 with the fuzzers and the soak (hours, and 30 minutes) last."""
 from __future__ import annotations
 
+from .causes import causes
 from .detect import accuracy, footprint
 from .frames import frames
 from .fuzz import fuzz
@@ -31,6 +32,7 @@ SCENARIOS = {
     "lane_tax": lane_tax,
     "lane_idle": lane_idle,
     "frames": frames,
+    "causes": causes,
     "fuzz": fuzz,
     "soak": soak,
 }
