@@ -9,7 +9,7 @@ from .causes import causes
 from .detect import accuracy, footprint
 from .frames import frames
 from .fuzz import fuzz
-from .lane import lane_idle, lane_tax
+from .lane import lane_causes, lane_idle, lane_tax
 from .load import Workloads, hooks, tax, throughput
 from .soak import soak
 from .java import hotspot_reader, jvm
@@ -33,6 +33,7 @@ SCENARIOS = {
     "lane_idle": lane_idle,
     "frames": frames,
     "causes": causes,
+    "lane_causes": lane_causes,
     "fuzz": fuzz,
     "soak": soak,
 }
