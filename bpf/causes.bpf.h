@@ -63,7 +63,8 @@ struct jb_cause_open {
 	__u64 q_ns;       /* queued since (its wakeup, or off_ns when preempted) */
 	__u64 arg0, arg1; /* the syscall's first arguments */
 	__u64 cgroup_id;  /* throttled: the task group's cgroup */
-	__u64 thr_base;   /* throttled: its cfs_bandwidth.throttled_time then */
+	__u64 thr_base;   /* throttled: its cfs_rq's (else group's) throttled time then */
+	__u64 thr_cfs;    /* throttled: its cfs_rq then (read again at the switch-in) */
 	__s32 nr;         /* the syscall it sleeps in (-1: none) */
 	__u32 claim;      /* futex wait: the owner the lock word's mutex names */
 	__u32 waker_pid, waker_tid;
@@ -291,12 +292,26 @@ static __always_inline __u32 task_cpu_of(struct task_struct *p)
 }
 
 /* The time the kernel counts p's task group as throttled (cpu.stat's
- * throttled_time), grown at each unthrottle; 0 without CFS bandwidth. */
+ * throttled_time), grown at each unthrottle; 0 without CFS bandwidth. It
+ * sums every CPU's cfs_rq of the group, so it can grow by more than one
+ * thread waited: the cfs_rq's own count below is preferred. */
 static __always_inline __u64 group_throttled_ns(struct task_struct *p)
 {
 	if (!bpf_core_field_exists(p->sched_task_group->cfs_bandwidth.throttled_time))
 		return 0;
 	return BPF_CORE_READ(p, sched_task_group, cfs_bandwidth.throttled_time);
+}
+
+/* The throttled time of one cfs_rq, grown at its unthrottle (6.6+:
+ * throttled_clock_self_time); else the group's count. `cfs` is the cfs_rq
+ * the thread left from, kept as a number: read again at its switch-in. */
+static __always_inline __u64 cfs_throttled_ns(__u64 cfs, struct task_struct *p)
+{
+	struct cfs_rq *rq = (struct cfs_rq *)cfs;
+
+	if (bpf_core_field_exists(rq->throttled_clock_self_time))
+		return cfs ? BPF_CORE_READ(rq, throttled_clock_self_time) : 0;
+	return group_throttled_ns(p);
 }
 
 /* Whether p's cfs_rq (or an ancestor's) is throttled now; its task group's
@@ -312,7 +327,8 @@ static __always_inline bool task_throttled(struct task_struct *p, struct jb_caus
 		return false;
 	o->cgroup_id = BPF_CORE_READ(p, sched_task_group, css.cgroup, kn, id);
 	o->hierarchy_id = BPF_CORE_READ(p, sched_task_group, css.cgroup, root, hierarchy_id);
-	o->thr_base = group_throttled_ns(p);
+	o->thr_cfs = (__u64)cfs;
+	o->thr_base = cfs_throttled_ns(o->thr_cfs, p);
 	return true;
 }
 
@@ -1034,13 +1050,15 @@ __noinline int jb_cause_in(struct jb_causes *cs, struct jb_cctx *c)
 		jb_causes_close(cs, c->tid, c->now);
 		return 0;
 	}
-	__u64 span = c->now - o->q_ns, thr = span;
+	__u64 span = c->now - o->q_ns, thr = 0;
 
 	if (o->throttled) {
-		/* Throttled until its group was unthrottled (the kernel's own count
-		 * of it); queued for a CPU after that. */
-		if (c->thr_now > o->thr_base && c->thr_now - o->thr_base < span)
-			thr = c->thr_now - o->thr_base;
+		/* Throttled until its cfs_rq was unthrottled (the kernel's own count
+		 * of it); queued for a CPU after that. No unthrottle counted meanwhile
+		 * (6.18 throttles a task on its return to user space: one preempted
+		 * in the kernel runs again unthrottled) is queued time. */
+		if (c->thr_now > o->thr_base)
+			thr = c->thr_now - o->thr_base < span ? c->thr_now - o->thr_base : span;
 		jb_cause_charge(&cs->ev, o, JB_CAUSE_THROTTLED, o->cgroup_id, thr);
 		if (span > thr)
 			jb_cause_charge(&cs->ev, o, JB_CAUSE_RUNNABLE, 0, span - thr);
@@ -1163,7 +1181,7 @@ static __noinline void cause_switch_in(struct task_struct *next, __u32 tid, stru
 		return;
 	cctx_of(&c, tid, t, now);
 	if (cs->open.throttled)
-		c.thr_now = group_throttled_ns(next);
+		c.thr_now = cfs_throttled_ns(cs->open.thr_cfs, next);
 	jb_cause_in(cs, &c);
 }
 

@@ -159,6 +159,44 @@ def _lane_idle(d):
     return fig, all_reported and within and "trampoline" in d.get("hooks", [])
 
 
+def cause_named(row) -> bool:
+    """A trial's cause is named: the largest slice's kind and every identity
+    key the app planted match, and its time is within 10 % of the app's own."""
+    got, exp = row.get("got"), row["expected"]
+    if not got or row.get("ms") is None:
+        return False
+    return all(got.get(k) == v for k, v in exp.items()) and abs(row["ms"] - row["truth_ms"]) <= 0.1 * row["truth_ms"]
+
+
+def _cause_counts(rows):
+    by = {}
+    for r in rows:
+        by.setdefault(r["cause"], []).append(r)
+    short = [c for c, rs in by.items() if len(rs) < 20]
+    if short or not by:
+        raise ValueError(f"fewer than 20 trials of {', '.join(short) or 'any cause'}: the goal wants 20 of each")
+    named = {c: sum(cause_named(r) for r in rs) for c, rs in by.items()}
+    return ", ".join(f"{c} {named[c]}/{len(rs)}" for c, rs in by.items()), \
+        all(named[c] >= 0.95 * len(rs) for c, rs in by.items())
+
+
+def _causes(d):
+    fig, ok = _cause_counts(d["rows"])
+    return f"{fig} (kernel {d['kernel']})", ok
+
+
+def _lane_causes(d):
+    figs, ok = [], True
+    for arch in ("x86", "arm64"):
+        a = d["arches"].get(arch, {})
+        if "rows" not in a or a.get("health") != "ok":
+            raise ValueError(f"{arch}: {a.get('error') or 'guest health ' + repr(a.get('health'))}")
+        fig, good = _cause_counts(a["rows"])
+        figs.append(f"{arch} ({a['hooks']}): {fig}")
+        ok = ok and good
+    return "; ".join(figs), ok
+
+
 def _attach(limit):
     def judge(st):
         return (f"median {median(st['jankbpf']):.0f} ms (worst {max(st['jankbpf']):.0f} ms)",
@@ -323,6 +361,10 @@ GOALS = [
          lambda d: ((lambda c: (f"{c['frame_ns'] / 1000:.1f} µs a frame ({c['client_ns'] / 1000:.1f} in the client, "
                                 f"{c['jankbpf_ns'] / 1000:.1f} in jankbpf): {c['pct_60hz']:.2f}% of one CPU at 60 Hz",
                                 c["pct_60hz"] <= 0.5))(frame_costs(d)))),
+    Goal("causes-named", "each planted cause named with its identity and its time within 10 % in ≥ 95 % of 20 "
+         "trials (this host's kernel)", "27", ("causes",), _causes),
+    Goal("lane-causes-named", "the same on both 6.1 lane kernels (x86_64 trampolines, arm64 tracepoints)",
+         "27", ("lane_causes",), _lane_causes),
     Goal("fuzz", "every fuzz target in the Makefile runs 10,000,000 executions without a crash, leak or "
          "timeout", "10", ("fuzz",), _fuzz, True),
 ]

@@ -29,6 +29,8 @@ SECTIONS = [
     ("capture_ring", "8. Records under an off-CPU flood (issue 10, M5)", None),
     ("soak", "9. Soak: 20 processes, 10 janks a second, stacks on (issue 10)", s2.soak),
     ("frames", "10. Frames of Wayland clients (issue 28)", s2.frames),
+    ("causes", "11. Causes: each planted cause, 20 trials (issue 27)", s3.causes),
+    ("lane_causes", "11b. Causes on Debian 12's 6.1 kernels (kernel lane, qemu TCG)", s3.lane_causes),
     ("fuzz", "Fuzzing", s2.fuzz),
 ]
 

@@ -1,5 +1,8 @@
-"""Sections 7e and 7f (issue 29): the Java frame reader, a JVM's loop threads."""
+"""Sections 7e and 7f (issue 29): the Java frame reader, a JVM's loop threads; section 11 (issue 27):
+the planted causes."""
 from __future__ import annotations
+
+from .stats import fmt, median
 
 
 def hotspot(doc, d):
@@ -38,3 +41,41 @@ def jvm(doc, d):
                 f"{j['java']} ({j['jit']} / {j['inlined']} / {j['unreadable']})",
                 f"{j['jvm_pause']['kind']} {j['jvm_pause'].get('operation', '')} {j['jvm_pause']['ms']:.0f} ms"
                 if j.get("jvm_pause") else ""] for j in d["janks"]])
+
+
+def _cause_table(doc, rows_in):
+    from .goals import cause_named
+    by = {}
+    for r in rows_in:
+        by.setdefault(r["cause"], []).append(r)
+    rows = []
+    for cause, rs in by.items():
+        errs = [abs(r["ms"] - r["truth_ms"]) / r["truth_ms"] * 100 for r in rs if r.get("ms") is not None]
+        missed = [r for r in rs if not cause_named(r)]
+        rows.append([cause, rs[0]["expected"]["kind"], len(rs), sum(1 for r in rs if cause_named(r)),
+                     f"{fmt(median(errs), '.1f')} / {fmt(max(errs), '.1f')}" if errs else "",
+                     ", ".join(sorted({k for k in rs[0]["expected"] if k != "kind"})),
+                     (missed[0].get("why") or missed[0].get("note") or "")[:120] if missed else ""])
+    doc.table(["cause", "kind", "trials", "named", "time error % (median / max)", "identity checked",
+               "first miss: its why"], rows)
+
+
+def causes(doc, d):
+    doc.p(f"`tests/apps/cause_target` plants one cause per task and measures it itself (its own wait); "
+          f"`jankbpf --pid` names it. {d['trials']} tasks of each cause in {d['runs']} runs (each a fresh attach), "
+          f"kernel {d['kernel']}. Named: the largest slice is of the planted kind, every identity the README "
+          "promises for it matches what the app planted, and its time is within 10 % of the app's measure.",
+          term=True)
+    _cause_table(doc, d["rows"])
+
+
+def lane_causes(doc, d):
+    doc.p(f"The kernel lane's `causes` scenario with LANE_CAUSE_TRIALS={d['trials']}: one boot per arch, "
+          "jankbpf system-wide, `cause_target` planting each cause that many times (the quota in a cgroup2 "
+          "`cpu.max` of 20000/100000). Judged as section 11.", term=True)
+    for arch, a in d["arches"].items():
+        if "rows" not in a:
+            doc.p(f"{arch}: not run ({a.get('error')}).", term=True)
+            continue
+        doc.p(f"{arch}: {a['kernel']}, hooks `{a['hooks']}`, guest health {a['health']}.", term=True)
+        _cause_table(doc, a["rows"])

@@ -325,19 +325,23 @@ scenario_idle() {
 # SCHED_FIFO hog on the loop's CPU, a nanosleep), then a spin under a
 # cgroup2 cpu.max quota; jankbpf system-wide, SIGINT at the end. Section
 # target-cause_quota is absent when no cgroup2 cpu controller could be had.
+# LANE_CAUSE_TRIALS times each (the bench's table plants 20).
 scenario_causes() {
-	local name=$1 wd=$2 d=/tmp/lane/$1 cg=/sys/fs/cgroup/lane-quota
+	local name=$1 wd=$2 d=/tmp/lane/$1 cg=/sys/fs/cgroup/lane-quota i steps="" quotas=""
+	for i in $(seq "${LANE_CAUSE_TRIALS:-1}"); do
+		steps="$steps lock:300 peer:300 chain:300 hog:300 sleep:300"
+		quotas="$quotas quota:400"
+	done
 	mkdir -p "$d/logs"
 	watchdog_args "$wd"
 	if start_jankbpf "$d" --ignore-startup-time 3 --log-type 1 --log-dir "$d/logs" $WD_ARGS; then
 		while_attached "$d"
-		run_target "$d" cause_target cause_target --start-delay 3.3 --gap 300 \
-			lock:300 peer:300 chain:300 hog:300 sleep:300 spin:5
+		run_target "$d" cause_target cause_target --start-delay 3.3 --gap 300 $steps spin:5
 		mkdir -p /sys/fs/cgroup
 		grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup
 		if echo +cpu > /sys/fs/cgroup/cgroup.subtree_control && mkdir -p "$cg" &&
 			echo "20000 100000" > "$cg/cpu.max"; then
-			run_target "$d" cause_quota sh -c "echo \$\$ > $cg/cgroup.procs && exec cause_target --start-delay 3.3 quota:400 spin:5"
+			run_target "$d" cause_quota sh -c "echo \$\$ > $cg/cgroup.procs && exec cause_target --start-delay 3.3 $quotas spin:5"
 		fi
 		echo "done $(now)" > "$d/targets"
 		wait_exit "$d" 60 INT

@@ -100,10 +100,21 @@ def idle_trials():
     return int(v)
 
 
+def cause_trials():
+    """LANE_CAUSE_TRIALS: how many times the causes scenario plants each
+    cause (default 1; the bench's cause table is from 20)."""
+    v = os.environ.get("LANE_CAUSE_TRIALS", "1")
+    if not v.isdigit() or not 1 <= int(v) <= 50:
+        raise ValueError(f"LANE_CAUSE_TRIALS={v!r}: a whole number from 1 to 50")
+    return int(v)
+
+
 def scenario_seconds(kind, attach_timeout):
     """What a scenario may take in the guest, its jankbpf starts included."""
     if kind == "idle":  # per trial: an attach, the spins, a stop
         return 10 + idle_trials() * (SCENARIO_S["idle"] + attach_timeout / 2)
+    if kind == "causes":  # ~5 s of planted tasks and a quota task per trial, slower under TCG
+        return SCENARIO_S[kind] + (cause_trials() - 1) * 12 + attach_timeout / 2
     return SCENARIO_S[kind] + attach_timeout / 2
 
 
@@ -395,6 +406,7 @@ def build_initramfs(arch, scenarios, out_path, attach_timeout, kernel_config=Non
     cfg = (f"LANE_ARCH={arch}\nLANE_LIBDIR={libdir}\n"
            f"LANE_ATTACH_TIMEOUT={int(attach_timeout)}\n"
            f"LANE_IDLE_TRIALS={idle_trials()}\n"
+           f"LANE_CAUSE_TRIALS={cause_trials()}\n"
            f"LANE_SCENARIOS='{' '.join(f'{n}:{k}:{w}' for n, k, w in scenarios)}'\n")
     cpio.file("lane/config", cfg.encode(), 0o644)
     for g, h in tools.items():

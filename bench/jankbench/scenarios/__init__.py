@@ -5,10 +5,11 @@ SCENARIOS is in run order: the order of the bench before it was a package,
 with the fuzzers and the soak (hours, and 30 minutes) last."""
 from __future__ import annotations
 
+from .causes import causes
 from .detect import accuracy, footprint
 from .frames import frames
 from .fuzz import fuzz
-from .lane import lane_idle, lane_tax
+from .lane import lane_causes, lane_idle, lane_tax
 from .load import Workloads, hooks, tax, throughput
 from .soak import soak
 from .java import hotspot_reader, jvm
@@ -31,6 +32,8 @@ SCENARIOS = {
     "lane_tax": lane_tax,
     "lane_idle": lane_idle,
     "frames": frames,
+    "causes": causes,
+    "lane_causes": lane_causes,
     "fuzz": fuzz,
     "soak": soak,
 }

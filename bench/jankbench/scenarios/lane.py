@@ -128,3 +128,74 @@ def lane_idle(ctx) -> dict:
             "attached": sum(t["attached"] for t in trials),
             "hooks": sorted({t["hooks"] for t in trials if t["hooks"]}), "waits": waits,
             "commands": ["python3 -m jankbench --only lane_idle   # boots the lane"]}
+
+
+CAUSE_TRIALS = 20
+
+
+def _lane_cause_rows(secs, name, quota_rel):
+    """The causes scenario's tasks and records of one boot, as the host's
+    cause table rows (scenarios/causes.py: expected, got, ms)."""
+    import json
+    from .causes import CAUSES, trial
+    recs = []
+    for line in secs.get(f"{name}/records", ("", 0))[0].splitlines():
+        try:
+            recs.append(json.loads(line))
+        except ValueError:
+            pass
+    janks = [r for r in recs if r.get("type") == "jank"]
+    rows = []
+    for target in ("cause_target", "cause_quota"):
+        lines = [json.loads(l) for l in secs.get(f"{name}/target-{target}", ("", 0))[0].splitlines()
+                 if l.startswith("{")]
+        ready = next((l for l in lines if l.get("ready")), None)
+        if not ready:
+            continue
+        mine = [j for j in janks if j.get("pid") == ready["pid"]]
+        for t in lines:
+            if "task" not in t or t["kind"] == "spin":
+                continue
+            cause = {"lock": "lock", "peer": "peer", "chain": "chain", "hog": "hog", "sleep": "sleep",
+                     "quota": "quota"}.get(t["kind"])
+            if cause is None:
+                continue
+            planted = CAUSES[cause][3]
+            expected = planted(ready) if planted else {"cgroup": quota_rel, "quota": "20000/100000"}
+            rows.append(trial(cause, t, ready, mine, expected))
+    return rows
+
+
+def lane_causes(ctx) -> dict:
+    """Issue 27 in the lane: each planted cause CAUSE_TRIALS times in one
+    boot of each 6.1 kernel (x86_64 with trampolines, arm64 with
+    tracepoints), jankbpf system-wide; the rows are judged as the host's."""
+    say(f"11b. causes on Debian 12's 6.1 kernels (kernel lane), {CAUSE_TRIALS} trials each")
+    sys.path.insert(0, os.path.join(config.ROOT, "scripts", "kernel-lane"))
+    old = os.environ.get("LANE_CAUSE_TRIALS")
+    os.environ["LANE_CAUSE_TRIALS"] = str(CAUSE_TRIALS)
+    out = {"trials": CAUSE_TRIALS, "arches": {},
+           "commands": ["python3 -m jankbench --only lane_causes   # boots the lane twice"]}
+    try:
+        import lane
+        for arch in ("x86", "arm64"):
+            try:
+                boot = lane.boot(arch, scenarios=[("causes", "causes", "timer")],
+                                 out_dir=os.path.join(lane.LANE_DIR, f"{arch}-causes"))
+            except Exception as e:  # noqa: BLE001 - the lane is reported, not fatal
+                out["arches"][arch] = {"error": f"the kernel lane did not boot: {e}"}
+                continue
+            summary = next((l for l in boot.sections.get("causes/records", ("", 0))[0].splitlines()
+                            if '"type":"summary"' in l), "")
+            hooks = re.search(r'"hooks":"(\w+)"', summary)
+            out["arches"][arch] = {"kernel": boot.kernel_pkg, "health": boot.health() or "ok",
+                                   "hooks": hooks.group(1) if hooks else None,
+                                   "rows": _lane_cause_rows(boot.sections, "causes", "/lane-quota")}
+    finally:
+        if old is None:
+            os.environ.pop("LANE_CAUSE_TRIALS", None)
+        else:
+            os.environ["LANE_CAUSE_TRIALS"] = old
+    if not any("rows" in a for a in out["arches"].values()):
+        raise NotMeasured("; ".join(f"{k}: {v.get('error')}" for k, v in out["arches"].items()))
+    return out
