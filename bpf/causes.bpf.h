@@ -302,15 +302,26 @@ static __always_inline __u64 group_throttled_ns(struct task_struct *p)
 	return BPF_CORE_READ(p, sched_task_group, cfs_bandwidth.throttled_time);
 }
 
-/* The throttled time of one cfs_rq, grown at its unthrottle (6.6+:
- * throttled_clock_self_time); else the group's count. `cfs` is the cfs_rq
- * the thread left from, kept as a number: read again at its switch-in. */
+/* 6.6+ (absent from the arm64 6.1 vmlinux.h this builds against). */
+struct cfs_rq___self {
+	__u64 throttled_clock_self_time;
+} __attribute__((preserve_access_index));
+
+/* The throttled time of one cfs_rq, grown at its unthrottle: 6.6+ count it
+ * (throttled_clock_self_time); 5.19+ count it on the PELT clock
+ * (throttled_clock_pelt_time: the task clock, slower only where the CPU's
+ * capacity or frequency is scaled down), which is still the cfs_rq's own;
+ * else the group's count. `cfs` is the cfs_rq the thread left from, kept as
+ * a number: read again at its switch-in. */
 static __always_inline __u64 cfs_throttled_ns(__u64 cfs, struct task_struct *p)
 {
-	struct cfs_rq *rq = (struct cfs_rq *)cfs;
+	struct cfs_rq___self *rq = (struct cfs_rq___self *)cfs;
+	struct cfs_rq *pelt = (struct cfs_rq *)cfs;
 
 	if (bpf_core_field_exists(rq->throttled_clock_self_time))
 		return cfs ? BPF_CORE_READ(rq, throttled_clock_self_time) : 0;
+	if (bpf_core_field_exists(pelt->throttled_clock_pelt_time))
+		return cfs ? BPF_CORE_READ(pelt, throttled_clock_pelt_time) : 0;
 	return group_throttled_ns(p);
 }
 
