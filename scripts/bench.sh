@@ -16,7 +16,13 @@
 #      and hash) in bench/results/<scenario>.json, and renders
 #      bench/RESULTS.md from every stored result:
 #        startup accuracy throughput tax hooks footprint stacks python v8 node
+#        hotspot jvm
 #        lane_tax   the tax on Debian 12's 6.1 kernel under qemu (~2 min)
+#        lane_idle  the first task after an attach, 6.1 x86_64 lane (~5 min)
+#        frames     a Wayland client's frames under weston (~2 min)
+#        causes     each planted cause 20 times on this kernel (~5 min)
+#        lane_causes  the same in one boot of each 6.1 lane kernel (~10 min)
+#        curve      1 to 10,000 watched processes (~4 min)
 #        fuzz       every libFuzzer target of the Makefile, FUZZ_BENCH_RUNS
 #                   executions each, one after the other (hours)
 #        soak       20 processes, 10 janks a second, SOAK_MINUTES (30)

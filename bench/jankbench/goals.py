@@ -197,6 +197,28 @@ def _lane_causes(d):
     return "; ".join(figs), ok
 
 
+def _curve(d):
+    """Flat or linear, never worse: from 1,000 to 10,000 processes (10×) the
+    steady idle CPU, RSS and map memory grow at most 10× (linear) — and map
+    memory, sized at load, not at all; every jank asked is reported at
+    every size; nothing counted as not done."""
+    by = {r["processes"]: r for r in d["sizes"]}
+    if 10000 not in by or 1000 not in by:
+        raise ValueError("the curve wants 1,000 and 10,000 processes")
+    pct = lambda w: (w["jankbpf_cpu_ns"] + w["bpf_ns"]) / (w["secs"] * 1e9) * 100  # noqa: E731
+    a, b = by[1000], by[10000]
+    idle_ok = pct(b["idle"]) <= max(10 * pct(a["idle"]), 0.5)
+    rss_ok = b["rss_kb"] <= 10 * a["rss_kb"]
+    maps_ok = b["map_bytes"] <= a["map_bytes"] * 1.01
+    all_janks = all(r["rates"]["10"]["janks"] == r["rates"]["10"]["asked"] for r in d["sizes"])
+    nothing_lost = not any(r["lost"] for r in d["sizes"])
+    fig = (f"1,000 → 10,000 processes: idle {pct(a['idle']):.2f} → {pct(b['idle']):.2f} % CPU, RSS "
+           f"{a['rss_kb'] / 1024:.1f} → {b['rss_kb'] / 1024:.1f} MiB, maps {a['map_bytes'] / 2**20:.1f} → "
+           f"{b['map_bytes'] / 2**20:.1f} MiB; janks reported {'all' if all_janks else 'NOT all'}; "
+           f"{'nothing' if nothing_lost else 'something'} counted as not done")
+    return fig, idle_ok and rss_ok and maps_ok and all_janks and nothing_lost
+
+
 def _attach(limit):
     def judge(st):
         return (f"median {median(st['jankbpf']):.0f} ms (worst {max(st['jankbpf']):.0f} ms)",
@@ -365,6 +387,8 @@ GOALS = [
          "trials (this host's kernel)", "27", ("causes",), _causes),
     Goal("lane-causes-named", "the same on both 6.1 lane kernels (x86_64 trampolines, arm64 tracepoints)",
          "27", ("lane_causes",), _lane_causes),
+    Goal("cost-curve", "the cost curve from 1 to 10,000 watched processes is flat or linear, never worse, "
+         "and 10,000 processes fit with nothing dropped", "30", ("curve",), _curve),
     Goal("fuzz", "every fuzz target in the Makefile runs 10,000,000 executions without a crash, leak or "
          "timeout", "10", ("fuzz",), _fuzz, True),
 ]

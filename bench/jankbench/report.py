@@ -31,6 +31,7 @@ SECTIONS = [
     ("frames", "10. Frames of Wayland clients (issue 28)", s2.frames),
     ("causes", "11. Causes: each planted cause, 20 trials (issue 27)", s3.causes),
     ("lane_causes", "11b. Causes on Debian 12's 6.1 kernels (kernel lane, qemu TCG)", s3.lane_causes),
+    ("curve", "12. The cost curve: 1 to 10,000 watched processes (issue 30)", s3.curve),
     ("fuzz", "Fuzzing", s2.fuzz),
 ]
 

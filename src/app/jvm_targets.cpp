@@ -42,11 +42,17 @@ std::vector<pid_t> JvmTargets::look() {
     }
   }
   std::vector<pid_t> out;
-  for (pid_t p : candidates)
-    if (!found_.count(p) && maps_libjvm(p)) {
+  for (pid_t p : candidates) {
+    if (found_.count(p) || not_jvm_.count(p)) continue;
+    maps_reads_++;
+    if (maps_libjvm(p)) {
       found_.insert(p);
       out.push_back(p);
+    } else if (!once_not_.insert(p).second) {
+      once_not_.erase(p);
+      not_jvm_.insert(p);
     }
+  }
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "app/jvm_targets.h"
 #include "bpf/ring_reader.h"
 #include "stack/kallsyms.h"
 
@@ -124,4 +125,12 @@ TEST_CASE("kallsyms read line by line: lines across the read buffer, names acros
     CHECK(h->offset == 8);
   }
   CHECK(k.lookup(0xffffffff81000000ull + 19999 * 0x100ull)->name == expect_last);
+}
+
+TEST_CASE("JVM looks: a target seen twice without libjvm is not read again", "[footprint][jvm]") {
+  // --comm with 10,000 processes read every maps file at each of 8 looks
+  // (bench section 12); a process is a JVM some 100 ms after its exec.
+  jankbpf::JvmTargets targets({getpid()}, "");
+  for (int i = 0; i < 5; i++) CHECK(targets.look().empty());
+  CHECK(targets.maps_reads() == 2);
 }

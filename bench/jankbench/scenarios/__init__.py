@@ -6,6 +6,7 @@ with the fuzzers and the soak (hours, and 30 minutes) last."""
 from __future__ import annotations
 
 from .causes import causes
+from .curve import curve
 from .detect import accuracy, footprint
 from .frames import frames
 from .fuzz import fuzz
@@ -34,6 +35,7 @@ SCENARIOS = {
     "frames": frames,
     "causes": causes,
     "lane_causes": lane_causes,
+    "curve": curve,
     "fuzz": fuzz,
     "soak": soak,
 }
