@@ -210,7 +210,7 @@ def _curve(d):
     idle_ok = pct(b["idle"]) <= max(10 * pct(a["idle"]), 0.5)
     rss_ok = b["rss_kb"] <= 10 * a["rss_kb"]
     maps_ok = b["map_bytes"] <= a["map_bytes"] * 1.01
-    all_janks = all(r["rates"]["10"]["janks"] == r["rates"]["10"]["asked"] for r in d["sizes"])
+    all_janks = all(w["janks"] == w["asked"] for r in d["sizes"] for w in r["rates"].values())
     nothing_lost = not any(r["lost"] for r in d["sizes"])
     fig = (f"1,000 → 10,000 processes: idle {pct(a['idle']):.2f} → {pct(b['idle']):.2f} % CPU, RSS "
            f"{a['rss_kb'] / 1024:.1f} → {b['rss_kb'] / 1024:.1f} MiB, maps {a['map_bytes'] / 2**20:.1f} → "

@@ -85,19 +85,19 @@ def curve(doc, d):
     doc.p(f"`bench/fleet N` forks N idle epoll loops (`fleet_w`), watched by `jankbpf --comm fleet_w "
           "--record-rate 0 --record-rate-uid 0` (stacks on, its defaults otherwise). Per N: the first "
           f"{d['sizes'][0]['settle']['secs']} s after the attach (its start and the JVM looks), then "
-          f"{d['secs']} s idle and {d['secs']} s at 10 janks a second (a jank: 160 ms in nanosleep); CPU is "
+          f"{d['secs']} s idle and {d['secs']} s at 10 janks a second (5 for one process; a jank: 160 ms in nanosleep); CPU is "
           "jankbpf's threads (schedstat) and its BPF programs' run time (bpf_stats), as % of one CPU; "
           "kernel map memory is the memlock of every map it holds.", term=True)
     rows = []
     for r in d["sizes"]:
         pct = lambda w: (w["jankbpf_cpu_ns"] + w["bpf_ns"]) / (w["secs"] * 1e9) * 100  # noqa: E731
-        ten = r["rates"]["10"]
+        ten = next(iter(r["rates"].values()))
         rows.append([f"{r['processes']:,}", f"{r['map_bytes'] / 2**20:.1f}", f"{r['rss_kb'] / 1024:.1f}",
                      f"{r['hwm_kb'] / 1024:.1f}" if r.get("hwm_kb") else "",
                      fmt(pct(r["settle"]), ".2f"), fmt(pct(r["idle"]), ".2f"),
                      f"{fmt(pct(ten), '.2f')} ({ten['janks']} of {ten['asked']} janks)",
                      ", ".join(f"{k} {v}" for k, v in r["lost"].items()) or "none"])
-    doc.table(["watched processes", "map memory MiB", "RSS MiB", "peak RSS MiB", "first 26 s, % CPU",
+    doc.table(["watched processes", "map memory MiB", "RSS MiB", "peak RSS MiB", f"first {d['sizes'][0]['settle']['secs']} s, % CPU",
                "idle, % CPU", "10 janks/s, % CPU", "counted as not done"], rows)
     pj = d["per_jank"]
     doc.table(["janks a second (100 processes)", "janks reported / asked", "jankbpf µs per jank",

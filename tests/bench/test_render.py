@@ -220,6 +220,44 @@ def test_soak_goals_hold_for_a_30_minute_soak_only():
     assert goal("soak-arrive").judge(m)[1] is True
 
 
+def _cause_row(cause, named=True, ms=300.0):
+    exp = {"kind": "lock", "tid": 7, "comm": "holder"}
+    got = dict(exp) if named else {**exp, "comm": "someone"}
+    return {"cause": cause, "truth_ms": 300.0, "expected": exp, "got": got, "ms": ms, "why": ""}
+
+
+def test_causes_goal_wants_95_percent_of_20_trials_with_identity_and_time():
+    rows = [_cause_row("lock") for _ in range(20)] + [_cause_row("peer") for _ in range(20)]
+    assert goal("causes-named").judge({"rows": rows, "kernel": "k"})[1] is True
+    # 2 of 20 with the wrong owner, or the time 11 % off: 90 %, not met.
+    for bad in (_cause_row("peer", named=False), _cause_row("peer", ms=333.0)):
+        fig, ok = goal("causes-named").judge({"rows": rows[:38] + [bad, bad], "kernel": "k"})
+        assert ok is False and "peer 18/20" in fig, fig
+    with pytest.raises(ValueError):  # fewer than 20 trials is no verdict
+        goal("causes-named").judge({"rows": rows[:19], "kernel": "k"})
+    lane = {"arches": {"x86": {"rows": rows, "health": "ok", "hooks": "trampoline"},
+                       "arm64": {"rows": rows, "health": "timeout", "hooks": "tracepoint"}}}
+    with pytest.raises(ValueError):  # an unhealthy guest is no verdict
+        goal("lane-causes-named").judge(lane)
+
+
+def _curve_size(n, idle_ns, rss_kb, maps, janks=10, lost=None):
+    w = {"secs": 10, "asked": 10, "janks": janks, "jankbpf_cpu_ns": 0, "bpf_ns": 0}
+    return {"processes": n, "idle": {"secs": 10, "asked": 0, "janks": 0, "jankbpf_cpu_ns": idle_ns, "bpf_ns": 0},
+            "rates": {"10": w}, "rss_kb": rss_kb, "map_bytes": maps, "lost": lost or {}}
+
+
+def test_cost_curve_goal_is_linear_or_flat_and_complete():
+    good = {"sizes": [_curve_size(1000, 10**8, 36000, 13 << 20), _curve_size(10000, 5 * 10**8, 40000, 13 << 20)]}
+    assert goal("cost-curve").judge(good)[1] is True
+    worse = {"sizes": [good["sizes"][0], _curve_size(10000, 2 * 10**9, 40000, 13 << 20)]}  # idle 20x for 10x
+    assert goal("cost-curve").judge(worse)[1] is False
+    missed = {"sizes": [good["sizes"][0], _curve_size(10000, 10**8, 36000, 13 << 20, janks=9)]}
+    assert goal("cost-curve").judge(missed)[1] is False
+    dropped = {"sizes": [good["sizes"][0], _curve_size(10000, 10**8, 36000, 13 << 20, lost={"threads_untracked": 3})]}
+    assert goal("cost-curve").judge(dropped)[1] is False
+
+
 # ---- builds: stale and dirty ---------------------------------------------------
 
 class FakeGit:
