@@ -381,9 +381,11 @@ scenario_tax() {
 	fi
 	for r in $(seq "${LANE_TAX_ROUNDS:-3}"); do
 		tax_loops "$d" "a$r"
-		if start_jankbpf "$d" --log-type 1 --log-dir "$d/logs" $WD_ARGS; then
+		# -v: the stop's phases (README, Stopping), kept per round.
+		if start_jankbpf "$d" -v --log-type 1 --log-dir "$d/logs" $WD_ARGS; then
 			tax_loops "$d" "b$r"
 			wait_exit "$d" 60 INT
+			grep 'stop: trace' "$d/stderr" > "$d/target-stop-b$r"
 		else
 			not_attached "$d" $?
 			break
