@@ -66,6 +66,7 @@ APP_SRCS := $(wildcard tests/apps/*.c)
 APPS := $(patsubst tests/apps/%.c,$(OUTPUT)/tests/%,$(APP_SRCS))
 APPS += $(OUTPUT)/tests/glib_loop_sdt  # glib_loop.c again, with GLib's SDT probes
 APPS += $(OUTPUT)/tests/getppid        # the syscall-tax loop of bench/, for the kernel lane
+APPS += $(OUTPUT)/tests/taxbench       # its page-fault, futex and block-I/O loops
 ifeq ($(ARCH),arm64)
 # stack_loop.c again with pointer authentication and BTI, for the kernel lane.
 APPS += $(OUTPUT)/tests/stack_loop_pac
@@ -317,6 +318,8 @@ $(OUTPUT)/tests/glib_loop_sdt: tests/apps/glib_loop.c | $(OUTPUT)/tests
 # arm64 pointer authentication (PAC-signed return addresses) and BTI.
 $(OUTPUT)/tests/getppid: bench/getppid.c | $(OUTPUT)/tests
 	$(CC) $(APP_CFLAGS) $< -o $@
+$(OUTPUT)/tests/taxbench: bench/taxbench.c | $(OUTPUT)/tests
+	$(CC) $(APP_CFLAGS) -pthread $< -o $@
 
 # Static: each of its thousands of execs a second skips the dynamic loader.
 $(OUTPUT)/tests/exec_storm: tests/apps/exec_storm.c | $(OUTPUT)/tests

@@ -100,6 +100,55 @@ int jb_tp_cwait_exit(struct syscall_trace_exit *ctx)
 	return id < JB_WAIT_NR ? on_child_wait_exit(id) : 0;
 }
 
+/*
+ * The same hooks as two raw tracepoints on every syscall's entry and exit
+ * (x86_64 without trampolines, src/bpf/program_select.cpp): a raw
+ * tracepoint's link detaches in about a millisecond, where each syscall
+ * tracepoint's perf event waits for two grace periods under the kernel's
+ * event_mutex as it closes (~40 ms each, one after another: most of a
+ * second at the stop). The number names the wait as above; 32-bit syscalls
+ * are numbered otherwise and left out, as the syscall tracepoints leave
+ * them out. raw_child_of_nr: the child waits; setpgid_nr: the shell jobs'.
+ */
+const volatile __u8 raw_child_of_nr[JB_MAX_SYSCALL_NR] = {};
+const volatile __s32 setpgid_nr = -1;
+
+static __always_inline int raw_syscall(long nr, struct pt_regs *regs, bool enter)
+{
+	if (nr < 0 || nr >= JB_MAX_SYSCALL_NR)
+		return 0;
+	__u8 w = wait_of_nr[nr];
+
+	if (!w && !(enter && nr == setpgid_nr))
+		return 0;
+	if (JB_TASK_IN_COMPAT_SYSCALL((struct task_struct *)bpf_get_current_task()))
+		return 0;
+	if (!w)
+		return on_setpgid((__s32)JB_SYSCALL_ARG0(regs, false));
+	if (raw_child_of_nr[nr])
+		return enter ? on_child_wait_enter(w - 1) : on_child_wait_exit(w - 1);
+	return enter ? on_wait_enter(w - 1) : on_wait_exit(w - 1);
+}
+
+/* tp_btf: the registers are read by a load, not a helper call (this runs
+ * on every syscall of every process). */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(jb_raw_sys_enter, struct pt_regs *regs, long id)
+{
+	return raw_syscall(id, regs, true);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(jb_raw_sys_exit, struct pt_regs *regs, long ret)
+{
+#if defined(__TARGET_ARCH_x86)
+	long nr = (long)regs->orig_ax;
+#else
+	long nr = (long)regs->syscallno;
+#endif
+	return raw_syscall(nr, regs, false);
+}
+
 SEC("tracepoint/syscalls/sys_enter_setpgid")
 int jb_job_setpgid(struct syscall_trace_enter *ctx)
 {

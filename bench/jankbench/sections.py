@@ -100,6 +100,8 @@ def startup(doc, d):
           "SIGTERM/SIGINT to exit.")
     doc.table(["tool", "exec → attached (ms)", "stop (ms)"], [
         ["jankbpf", spread(d["jankbpf"], ".0f"), spread(d["jankbpf_stop"], ".0f")],
+        *([["jankbpf --hooks raw-tracepoint", spread(d["jankbpf_raw"], ".0f"), spread(d["jankbpf_raw_stop"], ".0f")]]
+          if d.get("jankbpf_raw") else []),
         ["bpftrace jank.bt", f"{spread(d['bpftrace'], '.0f')} (\"Attaching\" at "
          f"{median(d['bpftrace_attaching']):.0f})", spread(d["bpftrace_stop"], ".0f")],
         ["BCC jank_bcc.py", spread(d["bcc"], ".0f"), spread(d["bcc_stop"], ".0f")]])

@@ -20,6 +20,14 @@ def lane_tax(doc, d):
                "hooks the summary reports", "every round"],
               [[kind, f(r["before"]), f(r["during"]), f(r["after"]), fmt(lane_ratio(r), ".3f") + "×",
                 r["hooks_used"] or "n/a", rounds(r)] for kind, r in d.get("kinds", {}).items()])
+    loops = [(kind, loop, x) for kind, r in d.get("kinds", {}).items() for loop, x in r.get("loops", {}).items()]
+    if loops:
+        doc.p("The cause hooks' tax the same way (bench/taxbench.c): ns per minor page fault (`fault`), per "
+              "futex hand-off between two threads (`futex`), per O_DIRECT 4 KiB read of a null_blk blk-mq "
+              "device (`blockio`); goal ≤ 1.05× (issue 27).")
+        doc.table(["waits hooked by", "loop", "without", "with jankbpf", "after", "ratio", "every round"],
+                  [[kind, loop, f(x["before"]), f(x["during"]), f(x["after"]), fmt(lane_ratio(x), ".3f") + "×",
+                    rounds(x)] for kind, loop, x in loops])
 
 
 def lane_idle(doc, d):

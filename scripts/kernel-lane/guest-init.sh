@@ -354,27 +354,48 @@ scenario_causes() {
 
 # tax: ns per getppid() in a process jankbpf never watches (it never waits),
 # without jankbpf and with it attached system-wide; A B A B A B A (three
-# attaches: the emulated machine's speed drifts by several percent within a
+# attaches, LANE_TAX_ROUNDS: the emulated machine's speed drifts by several percent within a
 # boot), each the best of 5 loops of 200,000 calls. What the waits' hooks
-# cost everyone else.
+# cost everyone else. Beside it, the same way, what the cause hooks cost
+# (bench/taxbench.c): ns per minor page fault, per futex hand-off between
+# two threads, per O_DIRECT 4 KiB read of a null_blk device (blk-mq, no
+# media: block:block_rq_* fire, nothing waits on a disk).
+tax_loops() {
+	local d=$1 ab=$2
+	getppid 200000 5 > "$d/target-$ab" 2>&1
+	echo $? > "$d/target-$ab.rc"
+	taxbench fault 20000 5 > "$d/target-fault-$ab" 2>&1
+	echo $? > "$d/target-fault-$ab.rc"
+	taxbench futex 5000 5 > "$d/target-futex-$ab" 2>&1
+	echo $? > "$d/target-futex-$ab.rc"
+	if [ -b /dev/nullb0 ]; then
+		taxbench blockio /dev/nullb0 20000 5 > "$d/target-blockio-$ab" 2>&1
+		echo $? > "$d/target-blockio-$ab.rc"
+	fi
+}
+
 scenario_tax() {
 	local name=$1 wd=$2 d=/tmp/lane/$1 r
 	mkdir -p "$d/logs"
 	watchdog_args "$wd"
-	for r in 1 2 3; do
-		getppid 200000 5 > "$d/target-a$r" 2>&1
-		echo $? > "$d/target-a$r.rc"
-		if start_jankbpf "$d" --log-type 1 --log-dir "$d/logs" $WD_ARGS; then
-			getppid 200000 5 > "$d/target-b$r" 2>&1
-			echo $? > "$d/target-b$r.rc"
+	if [ ! -b /dev/nullb0 ]; then
+		{ insmod /lane/modules/configfs.ko && insmod /lane/modules/null_blk.ko queue_mode=2 irqmode=0 \
+			nr_devices=1 gb=1 bs=4096 && sleep 1 && ls -l /dev/nullb0; } > "$d/target-nullblk" 2>&1
+		echo $? > "$d/target-nullblk.rc"
+	fi
+	for r in $(seq "${LANE_TAX_ROUNDS:-3}"); do
+		tax_loops "$d" "a$r"
+		# -v: the stop's phases (README, Stopping), kept per round.
+		if start_jankbpf "$d" -v --log-type 1 --log-dir "$d/logs" $WD_ARGS; then
+			tax_loops "$d" "b$r"
 			wait_exit "$d" 60 INT
+			grep 'stop: trace' "$d/stderr" > "$d/target-stop-b$r"
 		else
 			not_attached "$d" $?
 			break
 		fi
 	done
-	getppid 200000 5 > "$d/target-a4" 2>&1
-	echo $? > "$d/target-a4.rc"
+	tax_loops "$d" "a$((${LANE_TAX_ROUNDS:-3} + 1))"
 	emit "$name" "$d"
 }
 

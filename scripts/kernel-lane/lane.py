@@ -88,7 +88,7 @@ RUN_OPTIONS = ("v", "vv", "tp", "tramp", "nostacks", "notrace", "comm")
 # Seconds each scenario may take in the guest beyond jankbpf's start-up
 # (measured on x86_64: main ~25 s, markers ~20 s, 57 s when jankbpf is slow
 # to stop; waits ~15 s; arm64 about twice that).
-SCENARIO_S = {"main": 60, "markers": 80, "tax": 150, "churn": 240, "waits": 60, "idle": 20, "causes": 60}
+SCENARIO_S = {"main": 60, "markers": 80, "tax": 400, "churn": 240, "waits": 60, "idle": 20, "causes": 60}
 
 
 def idle_trials():
@@ -109,12 +109,23 @@ def cause_trials():
     return int(v)
 
 
+def tax_rounds():
+    """LANE_TAX_ROUNDS: the tax scenario's attaches, A B A B ... A (default
+    3; more where the host is busy and the emulated machine's speed drifts)."""
+    v = os.environ.get("LANE_TAX_ROUNDS", "3")
+    if not v.isdigit() or not 1 <= int(v) <= 20:
+        raise ValueError(f"LANE_TAX_ROUNDS={v!r}: a whole number from 1 to 20")
+    return int(v)
+
+
 def scenario_seconds(kind, attach_timeout):
     """What a scenario may take in the guest, its jankbpf starts included."""
     if kind == "idle":  # per trial: an attach, the spins, a stop
         return 10 + idle_trials() * (SCENARIO_S["idle"] + attach_timeout / 2)
     if kind == "causes":  # ~5 s of planted tasks and a quota task per trial, slower under TCG
         return SCENARIO_S[kind] + (cause_trials() - 1) * 12 + attach_timeout / 2
+    if kind == "tax":  # per round: an attach, the loops with and without, a stop
+        return 20 + tax_rounds() * (SCENARIO_S["tax"] / 3 + attach_timeout / 2)
     return SCENARIO_S[kind] + attach_timeout / 2
 
 
@@ -351,10 +362,27 @@ def guest_tools(arch):
     return tools, lib_dirs
 
 
-TARGETS = ["stack_loop", "jank_target", "marker_loop", "getppid", "jobs_loop", "cause_target"]
+TARGETS = ["stack_loop", "jank_target", "marker_loop", "getppid", "taxbench", "jobs_loop", "cause_target"]
+
+# The kernel package's modules the guest loads (insmod, in this order): a
+# blk-mq block device in memory (null_blk) for the tax scenario's block-I/O
+# loop, so that block:block_rq_* fire without a disk image.
+GUEST_MODULES = ["kernel/fs/configfs/configfs.ko", "kernel/drivers/block/null_blk/null_blk.ko"]
 
 
-def build_initramfs(arch, scenarios, out_path, attach_timeout, kernel_config=None):
+def guest_modules(vmlinuz):
+    """{guest file name: host path} of GUEST_MODULES in the kernel package
+    `vmlinuz` came from (those it has)."""
+    root = os.path.dirname(os.path.dirname(vmlinuz))
+    out = {}
+    for rel in GUEST_MODULES:
+        found = glob.glob(os.path.join(root, "lib", "modules", "*", rel))
+        if len(found) == 1:
+            out[os.path.basename(rel)] = found[0]
+    return out
+
+
+def build_initramfs(arch, scenarios, out_path, attach_timeout, kernel_config=None, modules=None):
     """Writes the initramfs for `arch` running `scenarios` (a list of
     (name, kind, watchdog)); returns a description for the log.
     kernel_config: the kernel package's config file, installed as
@@ -397,8 +425,10 @@ def build_initramfs(arch, scenarios, out_path, attach_timeout, kernel_config=Non
 
     libdir = f"/lib/{conf['triplet']}"
     cpio = Cpio(out_path)
-    for d in ("proc", "sys", "dev", "tmp", "sbin", "usr/bin", "usr/sbin", "lane/bin", "boot"):
+    for d in ("proc", "sys", "dev", "tmp", "sbin", "usr/bin", "usr/sbin", "lane/bin", "lane/modules", "boot"):
         cpio.mkdir(d)
+    for name, host in (modules or {}).items():
+        cpio.copy(f"lane/modules/{name}", host, 0o644)
     if kernel_config:
         cpio.copy(f"boot/{os.path.basename(kernel_config)}", kernel_config, 0o644)
     with open(GUEST_INIT, "rb") as f:
@@ -407,6 +437,7 @@ def build_initramfs(arch, scenarios, out_path, attach_timeout, kernel_config=Non
            f"LANE_ATTACH_TIMEOUT={int(attach_timeout)}\n"
            f"LANE_IDLE_TRIALS={idle_trials()}\n"
            f"LANE_CAUSE_TRIALS={cause_trials()}\n"
+           f"LANE_TAX_ROUNDS={tax_rounds()}\n"
            f"LANE_SCENARIOS='{' '.join(f'{n}:{k}:{w}' for n, k, w in scenarios)}'\n")
     cpio.file("lane/config", cfg.encode(), 0o644)
     for g, h in tools.items():
@@ -552,7 +583,7 @@ def boot(arch, scenarios=None, out_dir=None, attach_timeout=None, log=print):
         config = os.path.join(os.path.dirname(vmlinuz),
                               os.path.basename(vmlinuz).replace("vmlinuz-", "config-", 1))
         desc = build_initramfs(arch, scenarios, initrd, attach_timeout,
-                               config if os.path.exists(config) else None)
+                               config if os.path.exists(config) else None, guest_modules(vmlinuz))
         log(f"lane {arch}: kernel {kernel_pkg} ({vmlinuz}); jankbpf from {desc['build']}; "
             f"initramfs {os.path.getsize(initrd) // 1024} KiB, libs {', '.join(desc['libs'])}")
         # A console of this run's own (another lane may be booting the same

@@ -193,7 +193,7 @@ int Monitor::run() {
   const bool finished = reporter_->finish(budget);
   if (ftrace_remover.joinable()) ftrace_remover.join();
   const uint64_t done_ns = monotonic_ns();
-  log::info("stop: trace %.0f ms, then side by side: detach %.0f ms (%zu links; %zu syscall tracepoints, the last "
+  log::info("stop: trace %.0f ms, then side by side: detach %.0f ms (%zu links; %zu perf events: syscall tracepoints and uprobes, the last "
             "gone after %.0f ms; the others after %.0f ms), ftrace instance removed in %.0f ms; "
             "reporter %.0f ms after that; %.0f ms in all",
             (traces_ns - stop_ns) / 1e6, detach.total_ms, detach.links, detach.perf_tracepoints,

@@ -206,7 +206,7 @@ std::string Detector::forced_trampolines_error(const FeatureSet& features) {
 // told otherwise. (Argument-less syscalls such as getppid have no BTF
 // entry for their wrapper.)
 bool Detector::probe_trampolines(const DetectorConfig& cfg, const KernelFuncs& kernel, FeatureSet* features) {
-  if (cfg.hooks == HookKind::Tracepoint) return false;
+  if (cfg.hooks == HookKind::Tracepoint || cfg.hooks == HookKind::RawTracepoint) return false;
   std::string detail;
   bool ok = !disabled_by_env("trampolines");
   if (!ok) detail = "disabled by JANKBPF_DISABLE";
@@ -358,8 +358,15 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   ro->use_task_from_pid = plan.task_from_pid;
   ro->scan_watchdog = plan.mode == WatchdogMode::Scan;
   ro->tick_hz = tick_hz_;
-  for (const TpWait& w : tracepoint_waits())
+  raw_syscalls_ = raw_syscall_waits(plan.trampolines, plan.mode, cfg.hooks);
+  if (cfg.hooks == HookKind::RawTracepoint && !raw_syscalls_ && !plan.trampolines)
+    log::warn("--hooks raw-tracepoint: needs x86_64 and the timer watchdog (tp_btf): the waits are hooked by "
+              "syscall tracepoints instead");
+  for (const TpWait& w : tracepoint_waits()) {
     ro->wait_of_nr[w.nr] = static_cast<uint8_t>(wait_id(w.name) + 1);
+    ro->raw_child_of_nr[w.nr] = w.child;
+  }
+  if (raw_syscalls_) ro->setpgid_nr = static_cast<int32_t>(host_syscall_nr("setpgid"));
   if (plan.adopt) {
     const WaitNumbers nrs = wait_numbers();
     memcpy(const_cast<uint8_t*>(ro->adopt_wait_of_nr), nrs.native, sizeof nrs.native);
@@ -394,7 +401,8 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   bpf_map__set_max_entries(skel_->maps.cpu_watch, plan.causes && ncpus > 0 ? static_cast<uint32_t>(ncpus) : 1);
   bpf_map__set_max_entries(skel_->maps.subjects, plan.causes && cfg.early_ns ? 256 : 1);
   if (test_seams::one_ring() && !share_one_ring(error)) return false;
-  select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, plan.adopt, kernel);
+  select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, raw_syscalls_, plan.adopt,
+                  kernel);
   configure_frames(skel_.get(), cfg);
 
   if (int err = jank_bpf__load(skel_.get())) {
@@ -411,7 +419,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   log::debug("BPF loaded: %s watchdog, per-thread state in %s, off-CPU captures %s, waits by %s, causes %s",
              plan.mode == WatchdogMode::Timer ? "timer" : "scan",
              plan.state_in_task ? "task storage" : "a tid hash", plan.offcpu ? "on" : "off",
-             plan.trampolines ? "trampolines" : "tracepoints", plan.causes ? "on" : "off");
+             plan.trampolines ? "trampolines" : raw_syscalls_ ? "raw syscall tracepoints" : "syscall tracepoints", plan.causes ? "on" : "off");
   return true;
 }
 
@@ -420,7 +428,7 @@ bool Detector::attach(std::string* error) {
     *error = std::string("attaching BPF programs failed: ") + strerror(-err);
     return false;
   }
-  if (!trampolines_ && !attach_wait_tracepoints(error)) return false;
+  if (!trampolines_ && !raw_syscalls_ && !attach_wait_tracepoints(error)) return false;
   bpf_program* prog;
   attached_ = 0;
   bpf_object__for_each_program(prog, skel_->obj) attached_ += bpf_program__autoload(prog);

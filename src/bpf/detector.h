@@ -157,8 +157,10 @@ class Detector {
   std::vector<std::pair<uint32_t, uint64_t>> records_rate_limited_all(bool by_uid) const;
   std::vector<ProgramStats> program_stats() const;
   const char* watchdog_name() const;
-  // How the waits are hooked: "trampoline" or "tracepoint".
-  const char* hooks_name() const { return trampolines_ ? "trampoline" : "tracepoint"; }
+  // How the waits are hooked: "trampoline", "tracepoint" or "raw_tracepoint".
+  const char* hooks_name() const {
+    return trampolines_ ? "trampoline" : raw_syscalls_ ? "raw_tracepoint" : "tracepoint";
+  }
   // Where per-thread state lives: "task_storage" or "hash".
   const char* state_storage() const { return state_in_task_ ? "task_storage" : "hash"; }
   // The perf_event program that filters on-CPU samples (-1 without stacks).
@@ -211,7 +213,7 @@ class Detector {
   int attached_ = 0;
   uint32_t tick_hz_ = 0;  // CONFIG_HZ, 0: unknown (every task's end reads the clock)
   bool stacks_ = false, offcpu_ = false, markers_ = false, state_in_task_ = false,
-       trampolines_ = false, adopt_ = false, loop_threads_ = false, frames_ = false, causes_ = false;
+       trampolines_ = false, raw_syscalls_ = false, adopt_ = false, loop_threads_ = false, frames_ = false, causes_ = false;
 };
 
 }  // namespace jankbpf

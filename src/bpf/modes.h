@@ -8,6 +8,6 @@ namespace jankbpf {
 enum class WatchdogMode { Auto, Timer, Scan };
 // How the waits are hooked: BPF trampolines (fentry/fexit) on their kernel
 // functions, or per-syscall tracepoints.
-enum class HookKind { Auto, Trampoline, Tracepoint };
+enum class HookKind { Auto, Trampoline, Tracepoint, RawTracepoint };
 
 }  // namespace jankbpf

@@ -67,6 +67,11 @@ WaitNumbers wait_numbers() {
   return out;
 }
 
+bool raw_syscall_waits(bool trampolines, WatchdogMode mode, HookKind hooks) {
+  return !trampolines && hooks == HookKind::RawTracepoint && mode == WatchdogMode::Timer &&
+         host_arch().arch == Arch::X86_64;
+}
+
 std::vector<std::string> present_functions(const KernelFuncs& kernel, const std::string& syscall) {
   std::vector<std::string> out;
   for (const auto& f : syscall_functions(host_arch(), syscall)) {
@@ -79,7 +84,7 @@ std::vector<std::string> present_functions(const KernelFuncs& kernel, const std:
 // Which programs load: the timer watchdog needs tp_btf programs, the scan
 // watchdog raw_tp + perf_event; the waits as trampolines or tracepoints.
 void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu, bool markers,
-                     bool trampolines, bool adopt, const KernelFuncs& kernel) {
+                     bool trampolines, bool raw, bool adopt, const KernelFuncs& kernel) {
   const bool timer = mode == WatchdogMode::Timer;
   bpf_program* btf_progs[] = {skel->progs.jb_switch_btf, skel->progs.jb_wakeup_btf,
                               skel->progs.jb_wakeup_new_btf, skel->progs.jb_exit_btf,
@@ -112,16 +117,18 @@ void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu
     bpf_program__set_autoload(fsetpgid[i], target != nullptr);
     if (target) bpf_program__set_attach_target(fsetpgid[i], 0, target->c_str());
   }
-  bpf_program__set_autoload(skel->progs.jb_job_setpgid,
-                            !trampolines && tracefs::has_event("syscalls", "sys_enter_setpgid"));
+  bpf_program__set_autoload(skel->progs.jb_job_setpgid, !trampolines && !raw &&
+                                                           tracefs::has_event("syscalls", "sys_enter_setpgid"));
 
   // Wait hooks: only the syscalls this arch has and this kernel has. The
   // tracepoint programs are attached by attach_wait_tracepoints().
   for (auto* p : {skel->progs.jb_tp_wait_enter, skel->progs.jb_tp_wait_exit, skel->progs.jb_tp_cwait_enter,
                   skel->progs.jb_tp_cwait_exit}) {
-    bpf_program__set_autoload(p, !trampolines);
+    bpf_program__set_autoload(p, !trampolines && !raw);
     bpf_program__set_autoattach(p, false);
   }
+  bpf_program__set_autoload(skel->progs.jb_raw_sys_enter, raw);
+  bpf_program__set_autoload(skel->progs.jb_raw_sys_exit, raw);
   for (const WaitProgs& h : wait_programs(skel)) {
     bool here = false;
     for (const auto& w : h.child ? host_arch().child_waits : host_arch().wait_syscalls)

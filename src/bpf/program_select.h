@@ -23,6 +23,16 @@ struct TpWait {
 };
 std::vector<TpWait> tracepoint_waits();
 
+// --hooks raw-tracepoint: the waits (and setpgid) hooked by two tp_btf
+// programs on every syscall (jb_raw_sys_enter/exit) rather than a syscall
+// tracepoint each: x86_64 (arm64's 32-bit tasks cannot be told apart there
+// yet), with the timer watchdog (the plans that load tp_btf). A raw
+// tracepoint's link detaches in a millisecond, a syscall tracepoint's perf
+// event in grace periods under a kernel-wide mutex (~40 ms each, one after
+// another: the stop); but every syscall of every process then runs them
+// (README, "Stopping").
+bool raw_syscall_waits(bool trampolines, WatchdogMode mode, HookKind hooks);
+
 // The kernel functions of a syscall that exist here, native first; empty
 // when the native one is missing (the arch does not have the syscall).
 std::vector<std::string> present_functions(const KernelFuncs& kernel, const std::string& syscall);
@@ -31,7 +41,7 @@ std::vector<std::string> present_functions(const KernelFuncs& kernel, const std:
 // adopt: the task iterator that finds threads asleep inside a wait at
 // attach (bpf/adopt.bpf.h), run once by Detector::adopt_waiting().
 void select_programs(jank_bpf* skel, WatchdogMode mode, bool stacks, bool offcpu, bool markers,
-                     bool trampolines, bool adopt, const KernelFuncs& kernel);
+                     bool trampolines, bool raw_syscalls, bool adopt, const KernelFuncs& kernel);
 
 // The syscall numbers of each event-loop wait, native and (x86_64) ia32,
 // for the BPF side's tables of a thread found inside one at attach:

@@ -180,9 +180,11 @@ ParseOutcome parse_options(int argc, char** argv) {
   std::string hooks = "auto";
   app.add_option("--hooks", hooks,
                  "How the waits are hooked: trampoline (fentry/fexit, nothing for processes that do "
-                 "not wait), tracepoint (syscall tracepoints), auto (trampolines where the kernel has them)")
-      ->check(CLI::IsMember({"auto", "trampoline", "tracepoint"}))
-      ->type_name("auto|trampoline|tracepoint");
+                 "not wait), tracepoint (syscall tracepoints), raw-tracepoint (two raw tracepoints on every "
+                 "syscall, x86_64: a stop in milliseconds, every syscall of every process dearer), auto "
+                 "(trampolines where the kernel has them)")
+      ->check(CLI::IsMember({"auto", "trampoline", "tracepoint", "raw-tracepoint"}))
+      ->type_name("auto|trampoline|tracepoint|raw-tracepoint");
   std::vector<std::string> markers;
   app.add_option("--marker", markers,
                  "Task boundaries marked by the program (repeatable): BEGIN,END where each is "
@@ -286,6 +288,7 @@ ParseOutcome parse_options(int argc, char** argv) {
                                     : WatchdogMode::Auto;
   o.hooks = hooks == "trampoline" ? HookKind::Trampoline
             : hooks == "tracepoint" ? HookKind::Tracepoint
+            : hooks == "raw-tracepoint" ? HookKind::RawTracepoint
                                     : HookKind::Auto;
   out.options = std::move(o);
   return out;

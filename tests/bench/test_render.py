@@ -461,3 +461,20 @@ def test_committed_results_render_and_say_what_they_are():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_lane_cause_loops_judged_each():
+    """Issue 27 item 5: each taxbench loop with the trampolines ≤ 1.05×; one
+    over fails the goal, and a lane run without them is an error."""
+    def lane(futex_during):
+        loop = lambda d: {"before": 100, "during": d, "after": 100, "rounds": [{}]}  # noqa: E731
+        return {"kernel": "k", "health": "ok", "kinds": {"trampoline": {
+            "before": 100, "during": 101, "after": 100,
+            "loops": {"fault": loop(102), "futex": loop(futex_during), "blockio": loop(100)}}}}
+    res = lambda d: {"lane_tax": {"scenario": "lane_tax", "provenance": {}, "data": d}}  # noqa: E731
+    assert rows(res(lane(104)))["lane-tax-causes"]["state"] == "met"
+    r = rows(res(lane(110)))["lane-tax-causes"]
+    assert r["state"] != "met" and "futex 1.100×" in r["figure"], r
+    old = lane(100)
+    del old["kinds"]["trampoline"]["loops"]
+    assert rows(res(old))["lane-tax-causes"]["state"] == "error"

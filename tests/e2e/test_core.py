@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from harness import Jankbpf, close_to_app, held_bpf_ids, run_jankbpf, still_loaded, JANKBPF
+from harness import Jankbpf, close_to_app, held_bpf_ids, need, run_jankbpf, still_loaded, JANKBPF
 import target as target_mod
 from target import DOMINANT_STATE
 
@@ -372,3 +372,27 @@ def test_duration_and_output_file(tmp_path):
     rc, _, err = run_jankbpf("--duration", "0.2", "--output", str(link))
     assert rc == 2 and "symlink" in err
     assert victim.read_text() == "keep\n"
+
+
+@pytest.mark.parametrize("loop", ["epoll", "poll", "pselect"])
+def test_raw_tracepoint_hooks_bound_tasks_and_leave_nothing(loop):
+    """--hooks raw-tracepoint (x86_64): the waits hooked by two tp_btf
+    programs on every syscall instead of a syscall tracepoint each. Tasks
+    are the same as with the other hooks; the summary says which hooks ran;
+    after the exit, nothing of this jankbpf is left in the kernel."""
+    need(os.uname().machine == "x86_64", "--hooks raw-tracepoint is x86_64 only")
+    with Target.start("spin:200,short:200,sleep:200", start_delay=START_DELAY,
+                      loop=loop) as target:
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE,
+                     "--hooks", "raw-tracepoint")
+        progs, links = held_bpf_ids(jb.proc.pid)
+        target.wait_done(30)
+        target.wait(10)
+        assert jb.wait(15) == 0, jb.stderr
+    janks = jb.of_type("jank")
+    assert len(janks) == 2, janks
+    assert_matches_truth(janks, target)
+    summary = jb.summary()
+    assert summary["hooks"] == "raw_tracepoint", summary
+    left_progs, left_links = still_loaded(progs, links)
+    assert not left_progs and not left_links, (left_progs, left_links)

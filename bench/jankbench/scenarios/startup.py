@@ -42,6 +42,13 @@ def startup(ctx) -> dict:
             res["jankbpf_recorder"].append((ready - jb.t_exec) / 1e6)
             jb.finish()
             res["jankbpf_stop"].append(jb.stop_s * 1e3)
+            # The waits by two raw tracepoints (x86_64): no syscall
+            # tracepoint's perf event to close at the stop (README, Stopping).
+            if os.uname().machine == "x86_64":
+                jb = Jankbpf("-v", "--hooks", "raw-tracepoint")
+                res.setdefault("jankbpf_raw", []).append((jb.t_attached - jb.t_exec) / 1e6)
+                jb.finish()
+                res.setdefault("jankbpf_raw_stop", []).append(jb.stop_s * 1e3)
 
             bt = Bpftrace(sentinel, str(config.THRESHOLD_MS), str(trigger.pid))
             res["bpftrace_attaching"].append((bt.t_attaching - bt.t_exec) / 1e6)
@@ -61,6 +68,7 @@ def startup(ctx) -> dict:
     res["reps"] = config.STARTUP_REPS
     res["commands"] = [
         "build/jankbpf -v",
+        "build/jankbpf -v --hooks raw-tracepoint   # x86_64",
         f"bpftrace -B line bench/jank.bt {config.THRESHOLD_MS} TRIGGER_PID   # plus the sentinel probe",
         f"BCC_KERNEL_SOURCE=... /usr/bin/python3 bench/jank_bcc.py {config.THRESHOLD_MS}",
         "build/bench/getppid --trigger   # the sentinel's trigger"]
