@@ -30,8 +30,8 @@ void configure_io(jank_bpf* skel, bool causes) {
 // Attaching is the probe: a raw tracepoint the kernel lacks is refused here.
 void Detector::attach_io_hooks(FeatureSet* features) {
   if (!causes_) return;
-  auto attach = [this](bpf_program* prog, const char* tp, std::string* why) {
-    if (disabled_by_env(tp)) {
+  auto attach = [this](bpf_program* prog, const char* feature, const char* tp, std::string* why) {
+    if (disabled_by_env(feature)) {
       *why = "disabled by JANKBPF_DISABLE";
       return false;
     }
@@ -47,13 +47,13 @@ void Detector::attach_io_hooks(FeatureSet* features) {
     return true;
   };
   std::string why;
-  const bool fault = attach(skel_->progs.jb_fault_user, "page_fault_user", &why);
+  const bool fault = attach(skel_->progs.jb_fault_user, "fault_address", "page_fault_user", &why);
   features->set("fault_address", fault,
                 fault ? "exceptions:page_fault_user: the faulting address of a major fault" : why,
                 fault ? "" : "a major fault is told by its D-state sleep outside a syscall, without its address or file");
   why.clear();
-  bool block = attach(skel_->progs.jb_rq_issue, "block_rq_issue", &why);
-  if (block) block = attach(skel_->progs.jb_rq_complete, "block_rq_complete", &why);
+  bool block = attach(skel_->progs.jb_rq_issue, "block_requests", "block_rq_issue", &why);
+  if (block) block = attach(skel_->progs.jb_rq_complete, "block_requests", "block_rq_complete", &why);
   features->set("block_requests", block,
                 block ? "block:block_rq_issue/complete: a thread's own requests, device, bytes, latency" : why,
                 block ? "" : "block I/O is told by a D-state sleep in a file I/O syscall, without device latency");

@@ -322,10 +322,11 @@ def block_dir():
     return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", os.path.realpath(fields[0]).rsplit("/", 1)[-1]
 
 
-def run_io(steps):
+def run_io(steps, disable=None):
     target = CauseTarget([*steps, "spin:5"], options=("--io-dir", IO_DIR), gap=400)
+    env = dict(os.environ, JANKBPF_DISABLE=disable) if disable else None
     try:
-        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE)
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE, env=env)
         tasks = target.tasks()[:-1]
         assert jb.wait(30) == 0, jb.stderr
     finally:
@@ -387,3 +388,27 @@ def test_major_faults_name_the_file_and_its_range():
             assert f"major page faults ({c['faults']} addresses) on {task['file']}" in j["why"], j["why"]
         else:
             assert "file" not in c, c
+
+
+def test_without_the_kernels_io_tracepoints_faults_and_io_are_still_told():
+    """As on a kernel without exceptions:page_fault_user (arm64) and
+    without the block tracepoints: a fault is still `fault` (its D-state
+    sleep outside a syscall), without a file; fsync's wait is still `io`,
+    its device from the fd's file; both said missing in the summary."""
+    dev, name = block_dir()
+    tasks, janks, summary = run_io(["fault:16", "fsync:96"], disable="fault_address,block_requests")
+    assert {"fault_address", "block_requests"} <= set(summary["features_missing"]), summary["features_missing"]
+    fault_task, fsync_task = tasks
+    need(fault_task["resident"] == 0, f"{fault_task['resident']} pages of the file stayed in the page cache")
+    need(fsync_task["wait_ns"] > 5_000_000, f"the fsync slept only {fsync_task['wait_ns'] / 1e6:.1f} ms")
+    j = jank_of(janks, fault_task)
+    faults = [c for c in j["cause"] if c["kind"] == "fault"]
+    assert len(faults) == 1 and within_10pct(faults[0]["ms"], fault_task["wait_ns"]), (faults, fault_task)
+    assert "file" not in faults[0] and "address" not in faults[0], faults[0]
+    j = jank_of(janks, fsync_task)
+    io = [c for c in j["cause"] if c["kind"] == "io"]
+    assert io and within_10pct(sum(c["ms"] for c in io), fsync_task["wait_ns"]), (io, fsync_task)
+    c = max(io, key=lambda c: c["ms"])
+    assert c["fd_path"] == fsync_task["file"] and "requests" not in c, c
+    # The fd's file's device: the filesystem's (a partition's name, where it has one).
+    assert c["device"] == dev and c["device_name"] == name, c
