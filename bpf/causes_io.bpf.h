@@ -210,7 +210,10 @@ __noinline int jb_io_evidence(struct jb_cause_open *o, __u32 tid, __u64 seq)
 	it = bpf_map_lookup_elem(&io_threads, &tid);
 	if (it && it->seq != seq)
 		it = NULL;
-	if (o->nr < 0) {
+	/* -1: an exception (x86's page fault stores it, arm64 every non-svc
+	 * entry); an x86 interrupt leaves ~vector (<= -33): the cgroup freezer
+	 * on return to user, not a fault. */
+	if (o->nr == -1) {
 		o->flags |= JB_CSF_FAULT;
 		o->arg0 = o->arg1 = 0;
 		if (!it || !it->fault_addr)
@@ -229,7 +232,7 @@ __noinline int jb_io_evidence(struct jb_cause_open *o, __u32 tid, __u64 seq)
 			it->io.fault_hi = a;
 		return 0;
 	}
-	if (o->nr < JB_MAX_SYSCALL_NR && !(o->flags & JB_CSF_COMPAT))
+	if (o->nr >= 0 && o->nr < JB_MAX_SYSCALL_NR && !(o->flags & JB_CSF_COMPAT))
 		cls = cause_class_of_nr[o->nr];
 	if (cls == JB_SC_FILE_IO || (it && it->inflight))
 		o->flags |= JB_CSF_IO;

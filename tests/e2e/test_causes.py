@@ -322,11 +322,24 @@ def block_dir():
     return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", os.path.realpath(fields[0]).rsplit("/", 1)[-1]
 
 
+def fault_time_ok(c, task):
+    """Within 10 % of the app's measure, plus 10 µs a stretch. A stretch
+    ends at sched_wakeup, which comes after the enqueue schedstat's
+    run_delay (the app's measure) starts from; on this VM's virtio disk a
+    fault sleeps ~35 µs, and thousands of them (one a page) add that gap
+    up: measured 0 to 5.5 µs a stretch, 4 % to 20 % of the total on a
+    busy machine. The state split's own blocked_io is matched exactly."""
+    truth = task["wait_ns"] / 1e6
+    return abs(c["ms"] - truth) <= 0.1 * truth + 0.01 * c["count"]
+
+
 def run_io(steps, disable=None):
     target = CauseTarget([*steps, "spin:5"], options=("--io-dir", IO_DIR), gap=400)
     env = dict(os.environ, JANKBPF_DISABLE=disable) if disable else None
     try:
-        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE, env=env)
+        # A fast disk and an idle CPU make a 96 MiB fsync step ~100 ms: every
+        # step is reported.
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE, "--threshold", "30", env=env)
         tasks = target.tasks()[:-1]
         assert jb.wait(30) == 0, jb.stderr
     finally:
@@ -378,7 +391,9 @@ def test_major_faults_name_the_file_and_its_range():
         faults = [c for c in j["cause"] if c["kind"] == "fault"]
         assert len(faults) == 1, json.dumps(j["cause"], indent=1)
         c = faults[0]
-        assert within_10pct(c["ms"], task["wait_ns"]), (c, task)
+        # Every D-state sleep of the task was a fault.
+        assert abs(c["ms"] - j["state_ms"]["blocked_io"]) <= 0.05 * c["ms"], (c, j["state_ms"])
+        assert fault_time_ok(c, task), (c, task)
         assert c["state"] == "blocked_io" and "syscall" not in c, c
         assert c["count"] >= 1000, c  # a sleep per page (MADV_RANDOM): 4096 pages
         if with_address:
@@ -403,7 +418,7 @@ def test_without_the_kernels_io_tracepoints_faults_and_io_are_still_told():
     need(fsync_task["wait_ns"] > 5_000_000, f"the fsync slept only {fsync_task['wait_ns'] / 1e6:.1f} ms")
     j = jank_of(janks, fault_task)
     faults = [c for c in j["cause"] if c["kind"] == "fault"]
-    assert len(faults) == 1 and within_10pct(faults[0]["ms"], fault_task["wait_ns"]), (faults, fault_task)
+    assert len(faults) == 1 and fault_time_ok(faults[0], fault_task), (faults, fault_task)
     assert "file" not in faults[0] and "address" not in faults[0], faults[0]
     j = jank_of(janks, fsync_task)
     io = [c for c in j["cause"] if c["kind"] == "io"]
