@@ -26,12 +26,13 @@ export LD_LIBRARY_PATH=$LANE_LIBDIR
 
 # The host's ext4 disk image (lane.py), for causes fault and io: its driver's
 # modules, then /dev/vda on /mnt/disk. Absent (no mkfs.ext4 on the host, no
-# module): /mnt/disk stays unmounted and the scenarios say so.
+# module): /mnt/disk stays unmounted and the scenarios say so. The disk
+# can take 15 s to appear under TCG (arm64): up to 30 s.
 if [ -f /lane/modules/order ]; then
 	while read -r m; do insmod "/lane/modules/$m.ko" 2>/dev/null; done < /lane/modules/order
 	mkdir -p /mnt/disk
 	i=0
-	while [ ! -b /dev/vda ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	while [ ! -b /dev/vda ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 	[ -b /dev/vda ] && mount -t ext4 /dev/vda /mnt/disk 2>/dev/null
 fi
 

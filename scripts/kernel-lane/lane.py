@@ -343,12 +343,15 @@ def guest_tools(arch):
 TARGETS = ["stack_loop", "jank_target", "marker_loop", "getppid", "jobs_loop", "cause_target"]
 
 
-# The virtio-blk driver and what it needs, in load order (Debian builds
-# them as modules; on arm64 virtio itself is built in). A module the
+# The virtio-blk driver and ext4 and what they need, in load order (Debian
+# builds them as modules; on arm64 virtio itself is built in, on x86_64
+# ext4). A module the
 # kernel package lacks is left out: then the guest finds no disk.
 DISK_MODULES = ["drivers/virtio/virtio_ring", "drivers/virtio/virtio",
                 "drivers/virtio/virtio_pci_legacy_dev", "drivers/virtio/virtio_pci_modern_dev",
-                "drivers/virtio/virtio_pci", "drivers/block/virtio_blk"]
+                "drivers/virtio/virtio_pci", "drivers/block/virtio_blk",
+                # ext4, built in on x86_64's cloud kernel, modules on arm64's
+                "crypto/crc32c_generic", "lib/crc16", "fs/mbcache", "fs/jbd2/jbd2", "fs/ext4/ext4"]
 DISK_MB = 160
 
 
