@@ -365,10 +365,9 @@ def disk_modules(vmlinuz):
 
 def make_disk(path):
     """An empty ext4 image for the guest's /dev/vda (causes fault and io need
-    a real block device: the initramfs is in RAM). False without mkfs.ext4."""
-    mkfs = shutil.which("mkfs.ext4") or ("/usr/sbin/mkfs.ext4" if os.path.exists("/usr/sbin/mkfs.ext4") else None)
-    if not mkfs:
-        return False
+    a real block device: the initramfs is in RAM). False when mkfs.ext4
+    fails; Unavailable without it."""
+    mkfs = need_tool("mkfs.ext4", "e2fsprogs")
     with open(path, "wb") as f:
         f.truncate(DISK_MB << 20)
     return subprocess.run([mkfs, "-q", "-F", "-L", "lanedisk", path], capture_output=True).returncode == 0

@@ -714,7 +714,11 @@ def test_causes_name_fsync_io_and_major_faults(boot, scenario):
     try:
         assert task["resident"] == 0, task
         f = [c for c in j["cause"] if c["kind"] == "fault"]
-        assert len(f) == 1 and near(f[0]["ms"], task["wait_ns"]), (f, task["wait_ns"] / 1e6)
+        # 10 % plus 10 µs a stretch, as in tests/e2e/test_causes.py: each
+        # of hundreds of short sleeps ends at sched_wakeup, a few µs after
+        # the enqueue the app's schedstat measure starts from.
+        truth = task["wait_ns"] / 1e6
+        assert len(f) == 1 and abs(f[0]["ms"] - truth) <= 0.1 * truth + 0.01 * f[0]["count"], (f, truth)
         if boot.arch == "x86":
             assert "fault_address" not in missing, missing
             # The range of the faults that slept: a few first pages may
