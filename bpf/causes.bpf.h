@@ -421,6 +421,8 @@ struct jb_cctx {
 	__u64 thr_now; /* switch-in: its group's throttled_time now */
 };
 
+#include "causes_io.bpf.h"
+
 /* One stretch into its slice: time, count, and the evidence of the longest. */
 __noinline int jb_slice_add(struct jb_cause_slice *s, struct jb_cause_open *o, __u32 kind, __u64 key, __u64 ns)
 {
@@ -482,6 +484,14 @@ static __always_inline __u32 asleep_kind(struct jb_cause_open *o, __u64 *key)
 	if (o->nr >= 0 && o->nr < JB_MAX_SYSCALL_NR && !(o->flags & JB_CSF_COMPAT))
 		cls = cause_class_of_nr[o->nr];
 	*key = (__u32)o->nr;
+	if (o->flags & JB_CSF_FAULT) { /* one slice: the file is the longest's address */
+		*key = 0;
+		return JB_CAUSE_FAULT;
+	}
+	if (o->flags & JB_CSF_IO) { /* by syscall and fd */
+		*key = (__u64)(__u32)o->nr << 32 | (__u32)o->arg0;
+		return JB_CAUSE_IO;
+	}
 	if (cls == JB_SC_SLEEP)
 		return JB_CAUSE_SLEEP;
 	if (woken && !irq && o->nr >= 0) {
@@ -970,6 +980,8 @@ __noinline int jb_cause_out(struct jb_causes *cs, struct jb_cctx *c)
 		o->flags |= JB_CSF_BLOCKED;
 	__sync_fetch_and_add(&cause_asleep_nr, 1);
 	syscall_evidence(o, c->tid);
+	if (c->state == JB_ST_BLOCKED)
+		jb_io_evidence(o, c->tid, c->seq);
 	if (o->early) { /* woken while it was still going to sleep */
 		o->early = 0;
 		o->flags |= o->early_flags;
@@ -1098,6 +1110,7 @@ __noinline int jb_causes_send(struct jb_causes *cs, struct jb_cctx *c)
 	bpf_probe_read_kernel(e, sizeof(*e), &cs->ev);
 	fill_header(&e->hdr, JB_EV_CAUSE, c->pid, c->tid, c->now);
 	e->seq = c->seq;
+	jb_io_fill(e, c->tid, c->seq);
 	if (cs->open.phase)
 		e->flags |= JB_CEF_UNSEEN;
 	bpf_ringbuf_submit(e, 0);
@@ -1122,6 +1135,7 @@ __noinline int jb_causes_send_hang(struct jb_causes *cs, struct jb_cctx *c)
 	bpf_probe_read_kernel(e, sizeof(*e), &cs->ev);
 	fill_header(&e->hdr, JB_EV_CAUSE, c->pid, c->tid, c->now);
 	e->seq = c->seq;
+	jb_io_fill(e, c->tid, c->seq);
 	__u64 since = 0;
 
 	if (o->phase == JB_CPH_ASLEEP) {

@@ -351,6 +351,30 @@ int BPF_PROG(jb_exit_raw, struct task_struct *task)
 	return 0;
 }
 
+/* ---- causes fault and io (causes_io.bpf.h); attached one by one, as the
+ * kernel has them (page_fault_user is x86's only) ----------------------- */
+
+SEC("raw_tp/page_fault_user")
+int BPF_PROG(jb_fault_user, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+	io_on_fault(address);
+	return 0;
+}
+
+SEC("raw_tp/block_rq_issue")
+int BPF_PROG(jb_rq_issue, struct request *rq)
+{
+	io_on_issue(rq);
+	return 0;
+}
+
+SEC("raw_tp/block_rq_complete")
+int BPF_PROG(jb_rq_complete, struct request *rq, int error, unsigned int nr_bytes)
+{
+	io_on_complete(rq);
+	return 0;
+}
+
 /* ---- stacks and the scan watchdog: cpu-clock perf events ---------------- */
 
 /*

@@ -9,7 +9,8 @@
 # packages needed by `make ARCH=arm64`, plus qemu-user-static to run the
 # result. kernels adds to that what the kernel lane (make kernels) boots
 # with: qemu-system for x86_64 and arm64, busybox-static, binutils
-# (readelf). The lane itself fetches, without installing, the guest kernels
+# (readelf), e2fsprogs (mkfs.ext4: the guest's disk for causes fault and
+# io). The lane itself fetches, without installing, the guest kernels
 # and the arm64 guest tools (apt-get download into build/kernel-lane/cache).
 set -euo pipefail
 
@@ -51,7 +52,7 @@ pkgs=(
 # arm64 host ARCH=arm64 is the native build and needs none of this.
 native=$(dpkg --print-architecture)
 if [[ $arch == kernels ]]; then
-  pkgs+=(qemu-system-x86 qemu-system-arm busybox-static binutils file)
+  pkgs+=(qemu-system-x86 qemu-system-arm busybox-static binutils file e2fsprogs)
   arch=arm64
 fi
 if [[ $arch == arm64 && $native != arm64 ]]; then

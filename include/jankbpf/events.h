@@ -167,6 +167,7 @@ enum jb_syscall_class {
 	JB_SC_FUTEX_WAITV = 2,  /* futex_waitv(2) */
 	JB_SC_SLEEP = 3,        /* nanosleep, clock_nanosleep */
 	JB_SC_TIMED = 4,        /* poll family: a timeout may end it */
+	JB_SC_FILE_IO = 5,      /* fsync, read, write, ...: a D-state sleep in it is block I/O */
 };
 
 /* bits of jb_cause_slice.flags (of its longest stretch) */
@@ -180,6 +181,10 @@ enum jb_syscall_class {
 #define JB_CSF_COMPAT (1u << 7)     /* a 32-bit syscall (its own numbers) */
 #define JB_CSF_FOREIGN (1u << 8)    /* subject: a claim naming another process's thread, not followed */
 #define JB_CSF_KTHREAD (1u << 9)    /* woken by a kernel thread: the kernel's doing, never blamed */
+/* fault and io (bpf/causes_io.bpf.h); high bits, apart from the other kinds' */
+#define JB_CSF_FAULT (1u << 24)      /* asleep in D outside any syscall: a page fault */
+#define JB_CSF_FAULT_ADDR (1u << 25) /* arg0 is the faulting address (exceptions:page_fault_user) */
+#define JB_CSF_IO (1u << 26)         /* asleep in D in file I/O, or with its block requests in flight */
 
 /* bits of jb_cause_event.flags */
 #define JB_CEF_UNSEEN (1u << 0)     /* a stretch whose end went unseen was left out */
@@ -224,6 +229,22 @@ struct jb_cpu_tasks {
 	__u64 other_ns;
 };
 
+/*
+ * Block I/O and major faults of the thread in its task (bpf/causes_io.bpf.h):
+ * the requests issued in its own context and their device latency (issue
+ * to completion), and the range of addresses of its major faults.
+ */
+struct jb_cause_io {
+	__u64 fault_lo, fault_hi; /* faulting addresses seen (x86 page_fault_user); 0: none */
+	__u64 bytes;              /* of the requests issued */
+	__u64 lat_ns;             /* device latency, summed over completed requests */
+	__u64 lat_max_ns;
+	__u32 faults;             /* faulting addresses seen */
+	__u32 rqs;                /* requests issued */
+	__u32 done;               /* of them completed while followed */
+	__u32 dev;                /* the last request's device (kernel dev_t: major << 20 | minor) */
+};
+
 /* JB_EV_CAUSE: hdr.pid/tid the thread; seq its task. */
 struct jb_cause_event {
 	struct jb_header hdr;
@@ -235,6 +256,7 @@ struct jb_cause_event {
 	__u32 pad;
 	struct jb_cause_slice slices[JB_CAUSE_SLOTS];
 	struct jb_cpu_tasks cpu;     /* ran on the CPUs it queued on, meanwhile */
+	struct jb_cause_io io;       /* its block I/O and major faults */
 };
 
 /* Why a subject was followed (jb_subject_event.role). */

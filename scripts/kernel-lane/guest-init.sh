@@ -24,6 +24,18 @@ exec </dev/console >/dev/console 2>&1
 . /lane/config
 export LD_LIBRARY_PATH=$LANE_LIBDIR
 
+# The host's ext4 disk image (lane.py), for causes fault and io: its driver's
+# modules, then /dev/vda on /mnt/disk. Absent (no mkfs.ext4 on the host, no
+# module): /mnt/disk stays unmounted and the scenarios say so. The disk
+# can take 15 s to appear under TCG (arm64): up to 30 s.
+if [ -f /lane/modules/order ]; then
+	while read -r m; do insmod "/lane/modules/$m.ko" 2>/dev/null; done < /lane/modules/order
+	mkdir -p /mnt/disk
+	i=0
+	while [ ! -b /dev/vda ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+	[ -b /dev/vda ] && mount -t ext4 /dev/vda /mnt/disk 2>/dev/null
+fi
+
 say() { echo "@@LANE $*"; }
 now() { cut -d' ' -f1 /proc/uptime; }
 
@@ -323,9 +335,12 @@ scenario_idle() {
 # causes: cause_target's planted causes, one task each (a mutex held by a
 # worker, a pipe peer, a peer waiting on its own worker's lock, a
 # SCHED_FIFO hog on the loop's CPU, a nanosleep), then a spin under a
-# cgroup2 cpu.max quota; jankbpf system-wide, SIGINT at the end. Section
-# target-cause_quota is absent when no cgroup2 cpu controller could be had.
-# LANE_CAUSE_TRIALS times each (the bench's table plants 20).
+# cgroup2 cpu.max quota, then an fsync and major faults on the host's disk
+# image; jankbpf system-wide, SIGINT at the end. Section target-cause_quota
+# is absent when no cgroup2 cpu controller could be had, target-cause_io
+# when no disk was mounted.
+# LANE_CAUSE_TRIALS times each (the bench's table plants 20; fsync and
+# faults once).
 scenario_causes() {
 	local name=$1 wd=$2 d=/tmp/lane/$1 cg=/sys/fs/cgroup/lane-quota i steps="" quotas=""
 	for i in $(seq "${LANE_CAUSE_TRIALS:-1}"); do
@@ -337,6 +352,12 @@ scenario_causes() {
 	if start_jankbpf "$d" --ignore-startup-time 3 --log-type 1 --log-dir "$d/logs" $WD_ARGS; then
 		while_attached "$d"
 		run_target "$d" cause_target cause_target --start-delay 3.3 --gap 300 $steps spin:5
+		# fault and io on the host's disk image (section target-cause_io
+		# absent without it).
+		if grep -q ' /mnt/disk ext4 ' /proc/mounts; then
+			run_target "$d" cause_io cause_target --start-delay 3.3 --gap 400 --io-dir /mnt/disk \
+				fsync:48 fault:8 spin:5
+		fi
 		mkdir -p /sys/fs/cgroup
 		grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup
 		if echo +cpu > /sys/fs/cgroup/cgroup.subtree_control && mkdir -p "$cg" &&

@@ -88,7 +88,7 @@ RUN_OPTIONS = ("v", "vv", "tp", "tramp", "nostacks", "notrace", "comm")
 # Seconds each scenario may take in the guest beyond jankbpf's start-up
 # (measured on x86_64: main ~25 s, markers ~20 s, 57 s when jankbpf is slow
 # to stop; waits ~15 s; arm64 about twice that).
-SCENARIO_S = {"main": 60, "markers": 80, "tax": 400, "churn": 240, "waits": 60, "idle": 20, "causes": 60}
+SCENARIO_S = {"main": 60, "markers": 80, "tax": 400, "churn": 240, "waits": 60, "idle": 20, "causes": 90}
 
 
 def idle_trials():
@@ -382,7 +382,37 @@ def guest_modules(vmlinuz):
     return out
 
 
-def build_initramfs(arch, scenarios, out_path, attach_timeout, kernel_config=None, modules=None):
+# The virtio-blk driver and ext4 and what they need, in load order (Debian
+# builds them as modules; on arm64 virtio itself is built in, on x86_64
+# ext4). A module the
+# kernel package lacks is left out: then the guest finds no disk.
+DISK_MODULES = ["drivers/virtio/virtio_ring", "drivers/virtio/virtio",
+                "drivers/virtio/virtio_pci_legacy_dev", "drivers/virtio/virtio_pci_modern_dev",
+                "drivers/virtio/virtio_pci", "drivers/block/virtio_blk",
+                # ext4, built in on x86_64's cloud kernel, modules on arm64's
+                "crypto/crc32c_generic", "lib/crc16", "fs/mbcache", "fs/jbd2/jbd2", "fs/ext4/ext4"]
+DISK_MB = 160
+
+
+def disk_modules(vmlinuz):
+    """[(name, host path)] of DISK_MODULES in the kernel package next to vmlinuz."""
+    release = os.path.basename(vmlinuz).replace("vmlinuz-", "", 1)
+    root = os.path.join(os.path.dirname(os.path.dirname(vmlinuz)), "lib", "modules", release, "kernel")
+    return [(os.path.basename(m), os.path.join(root, m + ".ko")) for m in DISK_MODULES
+            if os.path.exists(os.path.join(root, m + ".ko"))]
+
+
+def make_disk(path):
+    """An empty ext4 image for the guest's /dev/vda (causes fault and io need
+    a real block device: the initramfs is in RAM). False when mkfs.ext4
+    fails; Unavailable without it."""
+    mkfs = need_tool("mkfs.ext4", "e2fsprogs")
+    with open(path, "wb") as f:
+        f.truncate(DISK_MB << 20)
+    return subprocess.run([mkfs, "-q", "-F", "-L", "lanedisk", path], capture_output=True).returncode == 0
+
+
+def build_initramfs(arch, scenarios, out_path, attach_timeout, kernel_config=None, modules=None, disk_mods=()):
     """Writes the initramfs for `arch` running `scenarios` (a list of
     (name, kind, watchdog)); returns a description for the log.
     kernel_config: the kernel package's config file, installed as
@@ -440,6 +470,10 @@ def build_initramfs(arch, scenarios, out_path, attach_timeout, kernel_config=Non
            f"LANE_TAX_ROUNDS={tax_rounds()}\n"
            f"LANE_SCENARIOS='{' '.join(f'{n}:{k}:{w}' for n, k, w in scenarios)}'\n")
     cpio.file("lane/config", cfg.encode(), 0o644)
+    if disk_mods:  # loaded at boot, in this order (lane/modules exists already)
+        for name, host in disk_mods:
+            cpio.copy(f"lane/modules/{name}.ko", host, 0o644)
+        cpio.file("lane/modules/order", "".join(f"{n}\n" for n, _ in disk_mods).encode(), 0o644)
     for g, h in tools.items():
         cpio.copy(g, h, 0o755)
     cpio.symlink("bin/sh", "busybox")
@@ -582,8 +616,10 @@ def boot(arch, scenarios=None, out_dir=None, attach_timeout=None, log=print):
         initrd = os.path.join(tmp, "initramfs.gz")
         config = os.path.join(os.path.dirname(vmlinuz),
                               os.path.basename(vmlinuz).replace("vmlinuz-", "config-", 1))
+        disk = os.path.join(tmp, "disk.img")
+        modules = disk_modules(vmlinuz) if make_disk(disk) else []
         desc = build_initramfs(arch, scenarios, initrd, attach_timeout,
-                               config if os.path.exists(config) else None, guest_modules(vmlinuz))
+                               config if os.path.exists(config) else None, guest_modules(vmlinuz), modules)
         log(f"lane {arch}: kernel {kernel_pkg} ({vmlinuz}); jankbpf from {desc['build']}; "
             f"initramfs {os.path.getsize(initrd) // 1024} KiB, libs {', '.join(desc['libs'])}")
         # A console of this run's own (another lane may be booting the same
@@ -607,6 +643,9 @@ def boot(arch, scenarios=None, out_dir=None, attach_timeout=None, log=print):
                 "-nodefaults", "-display", "none", "-no-reboot", "-net", "none",
                 "-serial", f"file:{console}", "-kernel", vmlinuz, "-initrd", initrd,
                 "-append", append]
+        if modules:
+            argv += ["-drive", f"file={disk},if=none,format=raw,id=lanedisk",
+                     "-device", "virtio-blk-pci,drive=lanedisk"]
         # LANE_QEMU_MONITOR=PATH: a monitor socket, to read a hung guest's
         # registers (`info registers -a`) for debugging.
         if os.environ.get("LANE_QEMU_MONITOR"):

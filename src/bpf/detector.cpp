@@ -167,6 +167,7 @@ std::unique_ptr<Detector> Detector::start(const DetectorConfig& cfg, RecordHandl
   if (!d->load_best(cfg, trampolines, kernel, features, error)) return nullptr;
   const uint64_t t3 = monotonic_ns();
   if (d->attach(error)) {
+    d->attach_io_hooks(features);
     log::info("start: kernel BTF %.1f ms, trampoline and tick-rate probes %.1f ms, load %.1f ms, attach %.1f ms", (t1 - t0) / 1e6,
                (t2 - t1) / 1e6, (t3 - t2) / 1e6, (monotonic_ns() - t3) / 1e6);
     return d;
@@ -175,6 +176,7 @@ std::unique_ptr<Detector> Detector::start(const DetectorConfig& cfg, RecordHandl
   // The probe attached one, yet these did not: say so, take the tracepoints.
   features->set("trampolines", false, *error, "syscall tracepoints");
   if (!d->load_best(cfg, false, kernel, features, error) || !d->attach(error)) return nullptr;
+  d->attach_io_hooks(features);
   return d;
 }
 
@@ -188,7 +190,9 @@ bool Detector::probe(const DetectorConfig& cfg, FeatureSet* features, std::strin
     *error = forced_trampolines_error(*features);
     return false;
   }
-  return d.load_best(cfg, trampolines, kernel, features, error);
+  if (!d.load_best(cfg, trampolines, kernel, features, error)) return false;
+  d.attach_io_hooks(features);  // attached and let go: a probe
+  return true;
 }
 
 // --hooks trampoline where the probe found none: what is missing and what
@@ -404,6 +408,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, raw_syscalls_, plan.adopt,
                   kernel);
   configure_frames(skel_.get(), cfg);
+  configure_io(skel_.get(), plan.causes);
 
   if (int err = jank_bpf__load(skel_.get())) {
     std::string why = last_libbpf_line();

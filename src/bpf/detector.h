@@ -191,6 +191,7 @@ class Detector {
   bool attach(std::string* error);
   bool attach_scan_tick(std::string* error);
   bool attach_wait_tracepoints(std::string* error);
+  void attach_io_hooks(FeatureSet* features);  // detector_io.cpp
   bool keep_marker_link(bpf_link* link, std::string* error, uint64_t* id);
   bool share_one_ring(std::string* error);
 

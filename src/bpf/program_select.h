@@ -56,5 +56,8 @@ WaitNumbers wait_numbers();
 // they are off.
 struct DetectorConfig;
 void configure_frames(jank_bpf* skel, const DetectorConfig& cfg);
+// The causes fault/io raw tracepoints: loaded with the causes, attached by
+// Detector::attach_io_hooks (detector_io.cpp).
+void configure_io(jank_bpf* skel, bool causes);
 
 }  // namespace jankbpf

@@ -170,6 +170,48 @@ const OffCpuInfo* off_cpu_at(const TaskRecord& rec, uint64_t off_ns) {
   return nullptr;
 }
 
+// fault: the file at the faulting addresses and their range; io: the
+// device (of the fd's file: the requests' own is added by attribute()).
+// Both: the code that was waiting (its user frame) and its kernel stack.
+void fault_or_io(CauseSlice& c, const jb_cause_slice& s, const TaskRecord& rec, const Evidence& ev, Identities& ids,
+                 StackSource& stacks) {
+  const pid_t pid = rec.proc.pid;
+  if (const auto* cap = stacks.capture(rec.tid, s.max_off_ns)) c.frame = acting_frame(*cap);
+  if (const auto* o = off_cpu_at(rec, s.max_off_ns)) c.kernel_stack = o->kernel_stack;
+  if (s.kind == JB_CAUSE_IO) {
+    BlockDevice d;
+    if (c.fd >= 0 && ids.fd_device(pid, c.fd, &d)) {
+      c.device = d.id();
+      c.device_name = ids.device_name(d.major, d.minor);
+    }
+    return;
+  }
+  c.syscall.clear();  // an exception, not a syscall
+  if (!(s.flags & JB_CSF_FAULT_ADDR)) return;
+  c.has_address = true;
+  c.address = s.arg0;
+  if (ev.causes) c.faults = ev.causes->io.faults;
+  const MappedFile f = ids.mapped_file(pid, s.arg0);
+  if (!f.found) {
+    c.address_where = ids.address_where(pid, s.arg0);  // anonymous memory: swap-in
+    return;
+  }
+  c.file = f.name();
+  c.has_offsets = true;
+  c.offset_lo = f.offset;
+  c.offset_hi = f.offset + 4096;
+  if (!ev.causes) return;
+  // The range of all its faulting addresses, when they lie in that same file.
+  for (uint64_t a : {ev.causes->io.fault_lo, ev.causes->io.fault_hi}) {
+    if (!a) continue;
+    const MappedFile g = ids.mapped_file(pid, a);
+    if (!g.found || g.inode != f.inode || g.dev_major != f.dev_major || g.dev_minor != f.dev_minor) continue;
+    c.offset_lo = std::min(c.offset_lo, g.offset & ~uint64_t{4095});
+    c.offset_hi = std::max(c.offset_hi, (g.offset | 4095) + 1);
+  }
+  c.offset_lo &= ~uint64_t{4095};
+}
+
 CauseSlice slice_of(const jb_cause_slice& s, const TaskRecord& rec, const Evidence& ev, Identities& ids,
                     StackSource& stacks) {
   CauseSlice c;
@@ -258,6 +300,10 @@ CauseSlice slice_of(const jb_cause_slice& s, const TaskRecord& rec, const Eviden
       c.cpu_others_ms = others;
       break;
     }
+    case JB_CAUSE_FAULT:
+    case JB_CAUSE_IO:
+      fault_or_io(c, s, rec, ev, ids, stacks);
+      break;
     case JB_CAUSE_SLEEP:
     case JB_CAUSE_OTHER: {
       if (const auto* cap = stacks.capture(rec.tid, s.max_off_ns)) c.frame = acting_frame(*cap);
@@ -271,6 +317,27 @@ CauseSlice slice_of(const jb_cause_slice& s, const TaskRecord& rec, const Eviden
       break;
   }
   return c;
+}
+
+// The block requests the thread issued in the task, on its largest io
+// slice (they are counted per task, not per wait); their device names it.
+void add_requests(TaskRecord& rec, const Evidence& ev, Identities& ids) {
+  if (!ev.causes || !ev.causes->io.rqs) return;
+  const jb_cause_io& io = ev.causes->io;
+  CauseSlice* best = nullptr;
+  for (auto& c : rec.cause)
+    if (c.kind == "io" && (!best || c.ms > best->ms)) best = &c;
+  if (!best) return;
+  best->requests = io.rqs;
+  best->bytes = io.bytes;
+  best->requests_done = io.done;
+  best->device_ms = ms_of(io.lat_ns);
+  best->device_max_ms = ms_of(io.lat_max_ns);
+  const BlockDevice d = kernel_dev(io.dev);
+  if (io.dev) {
+    best->device = d.id();
+    best->device_name = ids.device_name(d.major, d.minor);
+  }
 }
 
 }  // namespace
@@ -307,6 +374,7 @@ void attribute(TaskRecord& rec, const Evidence& ev, bool enabled, Identities& id
       if (rest >= kMinMs) rec.cause.push_back(CauseSlice{.kind = std::string(kind_name(k)), .ms = rest});
     }
   }
+  add_requests(rec, ev, ids);
   // The slices refine the non-running time exactly: what no evidence
   // covered (a switch no tracepoint showed) is said as such.
   double sum = 0;

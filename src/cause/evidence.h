@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "cause/io_identity.h"
 #include "jankbpf/events.h"
 
 namespace jankbpf::cause {
@@ -24,6 +25,8 @@ struct Prefetched {
   std::map<uint64_t, std::string> where;  // address -> where it lies
   std::map<int, std::string> fd_paths;
   std::map<pid_t, std::string> comms;     // threads of the process named, by tid
+  std::map<uint64_t, MappedFile> files;   // fault: faulting address -> the file there
+  std::map<int, BlockDevice> fd_devs;     // io: fd -> the device of its file
 };
 
 struct Evidence {

@@ -86,6 +86,16 @@ std::string ProcIdentities::address_where(pid_t pid, uint64_t addr) {
   return where_in(stack::ProcMaps::parse(text), addr);
 }
 
+MappedFile ProcIdentities::mapped_file(pid_t pid, uint64_t addr) {
+  if (pid <= 0 || !addr) return {};
+  std::string text;
+  if (!stack::read_small_file("/proc/" + std::to_string(pid) + "/maps", text, 8u << 20)) {
+    const stack::ProcMaps* known = maps_of_ ? maps_of_(maps_ctx_, pid) : nullptr;
+    return known ? file_at(*known, addr) : MappedFile{};
+  }
+  return file_at(stack::ProcMaps::parse(text), addr);
+}
+
 std::string where_in(const stack::ProcMaps& maps, uint64_t addr) {
   const auto* m = maps.find(addr);
   if (!m) return "";
@@ -215,6 +225,15 @@ void prefetch(Prefetched& out, const jb_cause_event& e, Identities& live) {
       if (!out.fd_paths.count(fd))
         if (std::string path = live.fd_path(pid, fd); !path.empty()) out.fd_paths[fd] = path;
     }
+    if (s.kind == JB_CAUSE_FAULT && (s.flags & JB_CSF_FAULT_ADDR))
+      for (uint64_t a : {s.arg0, e.io.fault_lo, e.io.fault_hi})
+        if (a && !out.files.count(a) && out.files.size() < 16)
+          if (MappedFile f = live.mapped_file(pid, a); f.found) out.files[a] = f;
+    if (s.kind == JB_CAUSE_IO && !compat && s.nr >= 0 && first_arg_is_fd(s.nr) && s.arg0 < (1u << 30)) {
+      const int fd = static_cast<int>(s.arg0);
+      BlockDevice d;
+      if (!out.fd_devs.count(fd) && out.fd_devs.size() < 16 && live.fd_device(pid, fd, &d)) out.fd_devs[fd] = d;
+    }
     for (uint32_t tid : {s.claim, static_cast<uint32_t>(s.waker_pid) == e.hdr.pid ? s.waker_tid : 0u})
       if (tid && tid < (1u << 22) && !out.comms.count(static_cast<pid_t>(tid)))
         if (std::string comm = live.thread_comm(pid, static_cast<pid_t>(tid)); !comm.empty())
@@ -235,6 +254,18 @@ bool PrefetchedIdentities::thread_in(pid_t pid, pid_t tid) {
 std::string PrefetchedIdentities::fd_path(pid_t pid, int fd) {
   auto it = p_.fd_paths.find(fd);
   return it != p_.fd_paths.end() ? it->second : fallback_.fd_path(pid, fd);
+}
+
+MappedFile PrefetchedIdentities::mapped_file(pid_t pid, uint64_t addr) {
+  auto it = p_.files.find(addr);
+  return it != p_.files.end() ? it->second : fallback_.mapped_file(pid, addr);
+}
+
+bool PrefetchedIdentities::fd_device(pid_t pid, int fd, BlockDevice* out) {
+  auto it = p_.fd_devs.find(fd);
+  if (it == p_.fd_devs.end()) return fallback_.fd_device(pid, fd, out);
+  *out = it->second;
+  return true;
 }
 
 std::string PrefetchedIdentities::address_where(pid_t pid, uint64_t addr) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "cause/io_identity.h"
 #include "jankbpf/events.h"
 
 namespace jankbpf::stack {
@@ -41,6 +42,11 @@ class Identities {
   virtual std::string address_where(pid_t pid, uint64_t addr) = 0;
   // A cgroup by its kernfs id and hierarchy (0: cgroup2).
   virtual CgroupInfo cgroup(uint64_t id, uint32_t hierarchy) = 0;
+  // fault: the file mapped at addr in pid; io: a block device's name, the
+  // device an fd's file lives on (io_identity.h). Nothing known by default.
+  virtual MappedFile mapped_file(pid_t, uint64_t) { return {}; }
+  virtual std::string device_name(uint32_t, uint32_t) { return ""; }
+  virtual bool fd_device(pid_t, int, BlockDevice*) { return false; }
 };
 
 // Where addr lies in these maps (see Identities::address_where).
@@ -60,6 +66,9 @@ class ProcIdentities : public Identities {
   std::string fd_path(pid_t pid, int fd) override;
   std::string address_where(pid_t pid, uint64_t addr) override;
   CgroupInfo cgroup(uint64_t id, uint32_t hierarchy) override;
+  MappedFile mapped_file(pid_t pid, uint64_t addr) override;
+  std::string device_name(uint32_t major, uint32_t minor) override { return block_device_name(major, minor); }
+  bool fd_device(pid_t pid, int fd, BlockDevice* out) override { return cause::fd_device(pid, fd, out); }
 
  private:
   MapsOf maps_of_ = nullptr;
@@ -87,6 +96,9 @@ class PrefetchedIdentities : public Identities {
   std::string fd_path(pid_t pid, int fd) override;
   std::string address_where(pid_t pid, uint64_t addr) override;
   CgroupInfo cgroup(uint64_t id, uint32_t hierarchy) override { return fallback_.cgroup(id, hierarchy); }
+  MappedFile mapped_file(pid_t pid, uint64_t addr) override;
+  std::string device_name(uint32_t major, uint32_t minor) override { return fallback_.device_name(major, minor); }
+  bool fd_device(pid_t pid, int fd, BlockDevice* out) override;
 
  private:
   const Prefetched& p_;

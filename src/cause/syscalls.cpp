@@ -63,31 +63,31 @@ constexpr Entry kTable[] = {
     JB_SC(rt_sigtimedwait, JB_SC_TIMED, false)
 #endif
 #ifdef __NR_read
-    JB_SC(read, JB_SC_NONE, true)
+    JB_SC(read, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_readv
-    JB_SC(readv, JB_SC_NONE, true)
+    JB_SC(readv, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_pread64
-    JB_SC(pread64, JB_SC_NONE, true)
+    JB_SC(pread64, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_preadv
-    JB_SC(preadv, JB_SC_NONE, true)
+    JB_SC(preadv, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_preadv2
-    JB_SC(preadv2, JB_SC_NONE, true)
+    JB_SC(preadv2, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_write
-    JB_SC(write, JB_SC_NONE, true)
+    JB_SC(write, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_writev
-    JB_SC(writev, JB_SC_NONE, true)
+    JB_SC(writev, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_pwrite64
-    JB_SC(pwrite64, JB_SC_NONE, true)
+    JB_SC(pwrite64, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_pwritev
-    JB_SC(pwritev, JB_SC_NONE, true)
+    JB_SC(pwritev, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_recvfrom
     JB_SC(recvfrom, JB_SC_NONE, true)
@@ -117,19 +117,19 @@ constexpr Entry kTable[] = {
     JB_SC(connect, JB_SC_NONE, true)
 #endif
 #ifdef __NR_fsync
-    JB_SC(fsync, JB_SC_NONE, true)
+    JB_SC(fsync, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_fdatasync
-    JB_SC(fdatasync, JB_SC_NONE, true)
+    JB_SC(fdatasync, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_sync_file_range
-    JB_SC(sync_file_range, JB_SC_NONE, true)
+    JB_SC(sync_file_range, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_sync
-    JB_SC(sync, JB_SC_NONE, false)
+    JB_SC(sync, JB_SC_FILE_IO, false)
 #endif
 #ifdef __NR_syncfs
-    JB_SC(syncfs, JB_SC_NONE, true)
+    JB_SC(syncfs, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_flock
     JB_SC(flock, JB_SC_NONE, true)
@@ -150,19 +150,19 @@ constexpr Entry kTable[] = {
     JB_SC(close, JB_SC_NONE, true)
 #endif
 #ifdef __NR_fallocate
-    JB_SC(fallocate, JB_SC_NONE, true)
+    JB_SC(fallocate, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_ftruncate
-    JB_SC(ftruncate, JB_SC_NONE, true)
+    JB_SC(ftruncate, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_splice
     JB_SC(splice, JB_SC_NONE, true)
 #endif
 #ifdef __NR_sendfile
-    JB_SC(sendfile, JB_SC_NONE, true)
+    JB_SC(sendfile, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_copy_file_range
-    JB_SC(copy_file_range, JB_SC_NONE, true)
+    JB_SC(copy_file_range, JB_SC_FILE_IO, true)
 #endif
 #ifdef __NR_wait4
     JB_SC(wait4, JB_SC_NONE, false)
@@ -198,7 +198,7 @@ constexpr Entry kTable[] = {
     JB_SC(brk, JB_SC_NONE, false)
 #endif
 #ifdef __NR_msync
-    JB_SC(msync, JB_SC_NONE, false)
+    JB_SC(msync, JB_SC_FILE_IO, false)
 #endif
 #ifdef __NR_sched_yield
     JB_SC(sched_yield, JB_SC_NONE, false)
@@ -234,7 +234,7 @@ constexpr Entry kTable[] = {
     JB_SC(renameat2, JB_SC_NONE, false)
 #endif
 #ifdef __NR_getdents64
-    JB_SC(getdents64, JB_SC_NONE, true)
+    JB_SC(getdents64, JB_SC_FILE_IO, true)
 #endif
 };
 #undef JB_SC

@@ -99,6 +99,33 @@ std::string describe(const CauseSlice& s) {
     if (!s.frame.empty()) out += " called from " + s.frame;
     return out;
   }
+  if (s.kind == "fault") {
+    std::string out = t + " in major page faults";
+    if (s.faults) out += " (" + std::to_string(s.faults) + " addresses)";
+    if (!s.file.empty()) {
+      out += " on " + s.file;
+      if (s.has_offsets) out += " [" + hex(s.offset_lo) + ", " + hex(s.offset_hi) + ")";
+    } else if (!s.address_where.empty()) {
+      out += " on " + s.address_where;
+    }
+    if (!s.frame.empty()) out += " touched by " + s.frame;
+    return out;
+  }
+  if (s.kind == "io") {
+    std::string out = t + " waiting for block I/O";
+    if (!s.syscall.empty()) out += " in " + s.syscall;
+    if (!s.fd_path.empty()) out += " on " + s.fd_path;
+    if (!s.device.empty()) out += " (device " + (s.device_name.empty() ? s.device : s.device_name + " " + s.device);
+    if (s.requests) {
+      char b[96];
+      snprintf(b, sizeof b, ", %u requests, %.1f MB", s.requests, static_cast<double>(s.bytes) / 1e6);
+      out += b;
+      if (s.requests_done) out += ", device " + ms_text(s.device_ms);
+    }
+    if (!s.device.empty()) out += ")";
+    if (s.frame.size() && s.syscall.empty()) out += " called from " + s.frame;
+    return out;
+  }
   // other (and the kinds not told apart yet)
   if (s.unattributed) return t + " off the CPU, unattributed";
   std::string out = t + " " + (s.state.empty() ? s.kind : s.state);

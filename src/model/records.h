@@ -146,6 +146,21 @@ struct CauseSlice {
   std::string frame;
   std::vector<std::string> kernel_stack;
   bool unattributed = false;  // other: time no evidence covered (unseen switches)
+  // fault: the file mapped at the faulting addresses (path, else
+  // MAJ:MIN:INODE) and their offset range, where the kernel gives the
+  // addresses (x86's page_fault_user); `frame` the code that touched it.
+  uint32_t faults = 0;  // distinct faulting addresses seen (0: unknown here)
+  std::string file;
+  bool has_offsets = false;
+  uint64_t offset_lo = 0, offset_hi = 0;  // [lo, hi): pages touched
+  // io: the device (of the requests the thread issued, else of the fd's
+  // file), and those requests: count, bytes, device latency.
+  std::string device;       // "254:0"
+  std::string device_name;  // "vda" (/sys/dev/block/M:m/uevent)
+  uint32_t requests = 0;
+  uint64_t bytes = 0;
+  uint32_t requests_done = 0;  // completed while followed: their latency is known
+  double device_ms = 0, device_max_ms = 0;
 };
 
 // A task that reached the threshold: "jank" when it ended, "hang" while it

@@ -88,6 +88,22 @@ Json cause_json(const CauseSlice& c) {
     if (!c.cgroup_fs.empty()) j["cgroup_fs"] = c.cgroup_fs;
     if (!c.quota.empty()) j["quota"] = c.quota;
   }
+  if (c.kind == "fault") {
+    if (c.faults) j["faults"] = c.faults;
+    if (!c.file.empty()) j["file"] = c.file;
+    if (c.has_offsets) j["offsets"] = Json::array({hex_text(c.offset_lo), hex_text(c.offset_hi)});
+  }
+  if (c.kind == "io") {
+    if (!c.device.empty()) j["device"] = c.device;
+    if (!c.device_name.empty()) j["device_name"] = c.device_name;
+    if (c.requests) {
+      j["requests"] = c.requests;
+      j["bytes"] = c.bytes;
+      j["requests_done"] = c.requests_done;
+      j["device_ms"] = ms3(c.device_ms);
+      j["device_max_ms"] = ms3(c.device_max_ms);
+    }
+  }
   if (!c.frame.empty()) j["frame"] = c.frame;
   if (!c.kernel_stack.empty()) j["kernel_stack"] = c.kernel_stack;
   if (c.unattributed) j["unattributed"] = true;

@@ -17,6 +17,14 @@
  *     quota:MS  spin for MS ms of wall time (run it in a cgroup with a cpu
  *               quota: the throttled time is read from the cgroup's cpu.stat)
  *     spin:MS   spin MS ms
+ *     fsync:MB  write MB MiB to a new file in --io-dir (default /var/tmp) and
+ *               fsync it (the fd stays open until the next fsync step)
+ *     fault:MB  touch every page of an MB MiB file in --io-dir, mapped in the
+ *               task after its pages were dropped from the page cache
+ *               (written and fsynced before the loop, POSIX_FADV_DONTNEED
+ *               at the step's start, outside its measure):
+ *               major faults, one a page (MADV_RANDOM; mapped until the
+ *               next task)
  *   hostile input (tests/e2e/test_causes.py):
  *     junk:MS   a futex wait on a word shaped like a glibc mutex whose
  *               __owner names --junk-owner TID (another process's thread);
@@ -32,10 +40,12 @@
  *    "chainb_tid","chainc_tid","hog_pid","cpu","lock_addr","chain_lock_addr"}
  *   {"task":K,"kind","arg","begin_ns","end_ns","wait_ns"}  wait_ns: the time
  *     the cause itself took, by the app's own measure: lock, peer, chain,
- *     sleep: the time asleep in the step (its wall time less the CPU time
+ *     sleep, fsync, fault: the time asleep in the step (its wall time less the CPU time
  *     and the run-queue delay its schedstat gained: the queueing after a
  *     wakeup is not the cause's); hog: the run_delay gained; quota: the
  *     cgroup's throttled time gained
+ *   fsync and fault lines add "file" (its path) and "resident" (fault: the
+ *   file's pages in the page cache as the task began, by mincore)
  *   {"done":true}
  */
 #define _GNU_SOURCE
@@ -50,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -507,6 +518,118 @@ static NOINLINE uint64_t do_quota(unsigned ms)
 	return throttled_ns() - t0;
 }
 
+/* ---- fsync, fault: block I/O and major faults on a real file ------------ */
+
+static const char *io_dir = "/var/tmp";
+static char step_file[512];
+static long step_resident = -1;
+static int io_fd = -1;        /* the fsync step's file, open until the next task */
+static unsigned fsync_files;  /* made so far: removed at the exit */
+static int fault_fd = -1;     /* the fault step's file */
+static size_t fault_bytes;
+static void *fault_map;       /* mapped until the next task */
+static char fault_path[512];
+
+/* On the heap: a large .bss would move the lock's mutex out of the
+ * file-backed page the lock test names it by. */
+static char *mib_buffer(void)
+{
+	static char *buf;
+	if (!buf && !(buf = malloc(1 << 20)))
+		die("malloc");
+	return buf;
+}
+
+static NOINLINE uint64_t do_fsync(unsigned mb)
+{
+	char *buf = mib_buffer();
+	/* The last step's file was kept open past its task's end, for jankbpf
+	 * to name; closed here, outside the measure. */
+	if (io_fd >= 0)
+		close(io_fd);
+	struct sched_snap a = snap();
+	/* A new file each time: unlinking the last one would be I/O of the task too. */
+	snprintf(step_file, sizeof step_file, "%s/cause_target_fsync.%d.%u", io_dir, getpid(), ++fsync_files);
+	io_fd = open(step_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (io_fd < 0)
+		die("open fsync file");
+	memset(buf, 0x5a, 1 << 20);
+	for (unsigned i = 0; i < mb; i++) {
+		buf[0] = (char)i; /* not all alike */
+		write_full(io_fd, buf, 1 << 20);
+	}
+	if (fsync(io_fd))
+		die("fsync");
+	return asleep_ns(a, snap());
+}
+
+/* The file the fault steps map: written and made durable once, before the loop. */
+static void make_fault_file(unsigned mb)
+{
+	char *buf = mib_buffer();
+	snprintf(fault_path, sizeof fault_path, "%s/cause_target_fault.%d", io_dir, getpid());
+	fault_fd = open(fault_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fault_fd < 0)
+		die("open fault file");
+	for (unsigned i = 0; i < mb; i++) {
+		memset(buf, (int)(i & 0xff) | 1, 1 << 20);
+		write_full(fault_fd, buf, 1 << 20);
+	}
+	if (fsync(fault_fd))
+		die("fsync fault file");
+	fault_bytes = (size_t)mb << 20;
+}
+
+/* Before a fault task: its pages out of the page cache (clean, unmapped). */
+static void drop_fault_pages(void)
+{
+	if (fault_map) {
+		munmap(fault_map, fault_bytes);
+		fault_map = NULL;
+	}
+	if (posix_fadvise(fault_fd, 0, 0, POSIX_FADV_DONTNEED))
+		die("posix_fadvise");
+}
+
+static long resident_pages(void *p, size_t bytes)
+{
+	size_t pages = bytes / 4096;
+	unsigned char *vec = malloc(pages);
+	long n = 0;
+	if (!vec || mincore(p, bytes, vec))
+		die("mincore");
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	free(vec);
+	return n;
+}
+
+static NOINLINE uint64_t touch_pages(volatile const char *p, size_t bytes)
+{
+	unsigned sum = 0;
+	for (size_t off = 0; off < bytes; off += 4096)
+		sum += p[off];
+	return sum;
+}
+
+static NOINLINE uint64_t do_fault(void)
+{
+	/* In the task, not before it: the last task's mapping stays until its
+	 * record is made (jankbpf names the file through it). */
+	drop_fault_pages();
+	struct sched_snap a = snap();
+	fault_map = mmap(NULL, fault_bytes, PROT_READ, MAP_SHARED, fault_fd, 0);
+	if (fault_map == MAP_FAILED)
+		die("mmap fault file");
+	/* No read-around: each page is a major fault of its own. */
+	if (madvise(fault_map, fault_bytes, MADV_RANDOM))
+		die("madvise");
+	step_resident = resident_pages(fault_map, fault_bytes);
+	snprintf(step_file, sizeof step_file, "%s", fault_path);
+	touch_pages(fault_map, fault_bytes);
+	return asleep_ns(a, snap());
+}
+
 /* ---- the loop -------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -525,6 +648,8 @@ int main(int argc, char **argv)
 			cpu = atoi(argv[first + 1]);
 		else if (strcmp(argv[first], "--junk-owner") == 0)
 			junk_owner = atoi(argv[first + 1]);
+		else if (strcmp(argv[first], "--io-dir") == 0)
+			io_dir = argv[first + 1];
 		else
 			break;
 		first += 2;
@@ -541,12 +666,18 @@ int main(int argc, char **argv)
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);
 	int need_hog = 0, need_peer = 0, need_chain = 0;
+	unsigned fault_mb = 0;
 	for (int i = first; i < argc; i++) {
+		unsigned mb;
+		if (sscanf(argv[i], "fault:%u", &mb) == 1 && mb > fault_mb)
+			fault_mb = mb;
 		need_hog |= strncmp(argv[i], "hog:", 4) == 0;
 		need_peer |= strncmp(argv[i], "peer:", 5) == 0;
 		need_chain |= strncmp(argv[i], "chain:", 6) == 0;
 	}
 	find_cpu_stat();
+	if (fault_mb)
+		make_fault_file(fault_mb);
 
 	pthread_t holder;
 	if (pipe(holder_go) || pthread_create(&holder, NULL, holder_main, NULL))
@@ -585,6 +716,8 @@ int main(int argc, char **argv)
 		unsigned lock_ms;
 		if (sscanf(argv[i], "lock:%u", &lock_ms) == 1)
 			plan_hold(next, lock_ms);
+		step_file[0] = 0;
+		step_resident = -1;
 		struct epoll_event out;
 		uint64_t expirations;
 		while (epoll_wait(ep, &out, 1, -1) < 0)
@@ -618,14 +751,18 @@ int main(int argc, char **argv)
 			wait = do_junk(ms);
 		else if (!strcmp(kind, "storm"))
 			wait = do_storm(ms);
+		else if (!strcmp(kind, "fsync"))
+			wait = do_fsync(ms);
+		else if (!strcmp(kind, "fault"))
+			wait = do_fault();
 		else {
 			fprintf(stderr, "cause_target: unknown step '%s'\n", kind);
 			return 2;
 		}
 		uint64_t end = now_ns();
 		printf("{\"task\":%d,\"kind\":\"%s\",\"arg\":%u,\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64
-		       ",\"wait_ns\":%" PRIu64 "}\n",
-		       k, kind, ms, begin, end, wait);
+		       ",\"wait_ns\":%" PRIu64 ",\"file\":\"%s\",\"resident\":%ld}\n",
+		       k, kind, ms, begin, end, wait, step_file, step_resident);
 		next = now_ns() + gap * 1000000ull;
 		its.it_value.tv_sec = next / 1000000000ull;
 		its.it_value.tv_nsec = next % 1000000000ull;
@@ -633,6 +770,13 @@ int main(int argc, char **argv)
 			die("timerfd_settime");
 	}
 	printf("{\"done\":true}\n");
+	for (unsigned i = 1; i <= fsync_files; i++) {
+		char path[600];
+		snprintf(path, sizeof path, "%s/cause_target_fsync.%d.%u", io_dir, getpid(), i);
+		unlink(path);
+	}
+	if (fault_fd >= 0)
+		unlink(fault_path);
 	if (peer.pid)
 		kill(peer.pid, SIGKILL);
 	if (chainb.pid)

@@ -416,4 +416,4 @@ def test_gtk4_app_janky_frames_name_the_python_function(gtk_run):
     assert row["frames"] >= 190
     assert row["janky_frames"] >= len(GTK_PLANTED)
     assert row["janky_frames"] <= len(GTK_PLANTED) + 0.01 * row["frames"] + 2, row
-    assert s["schema_version"] == "1.4"
+    assert s["schema_version"] == "1.5"

@@ -1,5 +1,6 @@
 // What a watched process (or anyone) can put in front of the causes code:
-// /proc/cgroups, mountinfo and cpu.max-style text, kallsyms text, and the
+// /proc/cgroups, mountinfo and cpu.max-style text, kallsyms text, maps
+// text read for a faulting address's file and a uevent's DEVNAME, and the
 // kernel's cause and subject records whose fields come from the process's
 // own registers and memory (syscall arguments, the futex owner claim, comm
 // names). Nothing may crash, spin or grow without bound, and the slices
@@ -13,8 +14,10 @@
 
 #include "cause/attribute.h"
 #include "cause/identity.h"
+#include "cause/io_identity.h"
 #include "cause/irq_text.h"
 #include "cause/stack_source.h"
+#include "stack/maps.h"
 
 using namespace jankbpf;
 using namespace jankbpf::cause;
@@ -33,7 +36,7 @@ struct NoIds : Identities {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const uint8_t mode = data[0] % 3;
+  const uint8_t mode = data[0] % 4;
   data++;
   size--;
   std::string text(reinterpret_cast<const char*>(data), size);
@@ -52,6 +55,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (chunks.size() > 64) abort();
     for (const auto& [c, mask] : chunks)
       if (!mask || mask > 0xffff) abort();
+    return 0;
+  }
+  if (mode == 3) {
+    // A faulting address's file, at every mapping's edges, and a DEVNAME.
+    const auto maps = stack::ProcMaps::parse(text);
+    for (const auto& m : maps.entries())
+      for (uint64_t a : {m.start, m.end - 1, m.start + (m.end - m.start) / 2}) {
+        MappedFile f = file_at(maps, a);
+        if (f.found && (f.path.size() > 4 * 512 || !m.inode)) abort();
+        if (!f.path.empty() && f.path[0] != '/') abort();
+        (void)f.name();
+      }
+    const std::string name = uevent_devname(text);
+    if (name.size() > 64 || name.find("..") != std::string::npos) abort();
+    for (char c : name)
+      if (c == '\n' || c == ' ' || static_cast<unsigned char>(c) < 0x20) abort();
     return 0;
   }
   // Records: a cause event, then subject events, from the bytes.
