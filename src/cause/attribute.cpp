@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cause/kernel_causes.h"
 #include "cause/kinds.h"
 #include "cause/syscalls.h"
 #include "cause/why.h"
@@ -258,6 +259,11 @@ CauseSlice slice_of(const jb_cause_slice& s, const TaskRecord& rec, const Eviden
       c.cpu_others_ms = others;
       break;
     }
+    case JB_CAUSE_RECLAIM:
+    case JB_CAUSE_COMPACTION:
+    case JB_CAUSE_KERNEL_LOCK:
+      describe_kernel_slice(s, c, ids);
+      break;
     case JB_CAUSE_SLEEP:
     case JB_CAUSE_OTHER: {
       if (const auto* cap = stacks.capture(rec.tid, s.max_off_ns)) c.frame = acting_frame(*cap);
@@ -306,6 +312,7 @@ void attribute(TaskRecord& rec, const Evidence& ev, bool enabled, Identities& id
       const double rest = ms_of(e.kind_ns[k]) - per_kind[k];
       if (rest >= kMinMs) rec.cause.push_back(CauseSlice{.kind = std::string(kind_name(k)), .ms = rest});
     }
+    add_kernel_windows(e, rec.cause, ids);
   }
   // The slices refine the non-running time exactly: what no evidence
   // covered (a switch no tracepoint showed) is said as such.

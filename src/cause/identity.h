@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -17,9 +18,12 @@
 
 namespace jankbpf::stack {
 class ProcMaps;
+class Kallsyms;
 }
 
 namespace jankbpf::cause {
+
+class KernelObjects;
 
 struct CgroupInfo {
   std::string path;   // in its hierarchy, "/jt-quota"
@@ -41,6 +45,10 @@ class Identities {
   virtual std::string address_where(pid_t pid, uint64_t addr) = 0;
   // A cgroup by its kernfs id and hierarchy (0: cgroup2).
   virtual CgroupInfo cgroup(uint64_t id, uint32_t hierarchy) = 0;
+  // Kernel symbols (cause/kernel_names.h): a text address as "sym+0xoff",
+  // a data address (a static lock) as "sym" or "sym+0xoff"; "" unknown.
+  virtual std::string kernel_text(uint64_t) { return ""; }
+  virtual std::string kernel_object(uint64_t) { return ""; }
 };
 
 // Where addr lies in these maps (see Identities::address_where).
@@ -50,6 +58,8 @@ std::string where_in(const stack::ProcMaps& maps, uint64_t addr);
 // known_maps: maps read earlier (the unwinder's), for a process gone since.
 class ProcIdentities : public Identities {
  public:
+  ProcIdentities();
+  ~ProcIdentities() override;
   using MapsOf = const stack::ProcMaps* (*)(void* ctx, pid_t pid);
   void set_known_maps(MapsOf fn, void* ctx) {
     maps_of_ = fn;
@@ -60,8 +70,19 @@ class ProcIdentities : public Identities {
   std::string fd_path(pid_t pid, int fd) override;
   std::string address_where(pid_t pid, uint64_t addr) override;
   CgroupInfo cgroup(uint64_t id, uint32_t hierarchy) override;
+  std::string kernel_text(uint64_t addr) override;
+  std::string kernel_object(uint64_t addr) override;
+  // The kernel's text symbols, shared with the unwinder (read once there).
+  using KallsymsOf = const stack::Kallsyms& (*)(void* ctx);
+  void set_kallsyms(KallsymsOf fn, void* ctx) {
+    kallsyms_of_ = fn;
+    kallsyms_ctx_ = ctx;
+  }
 
  private:
+  KallsymsOf kallsyms_of_ = nullptr;
+  void* kallsyms_ctx_ = nullptr;
+  std::unique_ptr<KernelObjects> objects_;  // data symbols, read at the first need
   MapsOf maps_of_ = nullptr;
   void* maps_ctx_ = nullptr;
   // Mount point and fs text of each cgroup hierarchy, found once.
@@ -87,6 +108,8 @@ class PrefetchedIdentities : public Identities {
   std::string fd_path(pid_t pid, int fd) override;
   std::string address_where(pid_t pid, uint64_t addr) override;
   CgroupInfo cgroup(uint64_t id, uint32_t hierarchy) override { return fallback_.cgroup(id, hierarchy); }
+  std::string kernel_text(uint64_t addr) override { return fallback_.kernel_text(addr); }
+  std::string kernel_object(uint64_t addr) override { return fallback_.kernel_object(addr); }
 
  private:
   const Prefetched& p_;

@@ -6,6 +6,6 @@
 
 namespace jankbpf {
 
-inline constexpr const char* kSchemaVersion = "1.4";
+inline constexpr const char* kSchemaVersion = "1.5";
 
 }  // namespace jankbpf
