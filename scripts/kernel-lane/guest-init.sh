@@ -322,7 +322,8 @@ scenario_idle() {
 
 # causes: cause_target's planted causes, one task each (a mutex held by a
 # worker, a pipe peer, a peer waiting on its own worker's lock, a
-# SCHED_FIFO hog on the loop's CPU, a nanosleep), then a spin under a
+# SCHED_FIFO hog on the loop's CPU, a nanosleep), an mmap_lock writer,
+# then a spin under a
 # cgroup2 cpu.max quota; jankbpf system-wide, SIGINT at the end. Section
 # target-cause_quota is absent when no cgroup2 cpu controller could be had.
 scenario_causes() {
@@ -333,6 +334,10 @@ scenario_causes() {
 		while_attached "$d"
 		run_target "$d" cause_target cause_target --start-delay 3.3 --gap 300 \
 			lock:300 peer:300 chain:300 hog:300 sleep:300 spin:5
+		# kernel_lock: a thread holds mmap_lock for write while a task's
+		# mincore() waits for it (the hold grows with the VMAs: ~20 s of
+		# splitting under TCG before its ready line).
+		run_target "$d" cause_mmap cause_target --start-delay 3.3 --gap 2000 mmaplock:30 spin:5
 		mkdir -p /sys/fs/cgroup
 		grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup
 		if echo +cpu > /sys/fs/cgroup/cgroup.subtree_control && mkdir -p "$cg" &&
