@@ -162,7 +162,9 @@ static uint64_t asleep_ns(struct sched_snap a, struct sched_snap b)
  * the task before, with the next task's start time), so the task itself
  * does nothing but lock it.
  */
-static pthread_mutex_t lock_m = PTHREAD_MUTEX_INITIALIZER;
+/* In .data: its address lies in the file mapping (the test names it
+ * cause_target+0x...), wherever the .bss ends. */
+static pthread_mutex_t lock_m __attribute__((section(".data"))) = PTHREAD_MUTEX_INITIALIZER;
 static int holder_go[2];
 static atomic_int holder_tid;
 struct hold {
