@@ -230,7 +230,7 @@ FUZZ_SRCS_fuzz_report_jsonl := report/jsonl_reader report/jsonl_frames report/sa
 FUZZ_LIBS_fuzz_report_jsonl := $(FUZZ_LIBS_fuzz_stack_tree)
 # Attribution builds stack trees of the followed threads' samples.
 FUZZ_SRCS_fuzz_causes := $(FUZZ_SRCS_fuzz_stack_tree) cause/attribute cause/why cause/syscalls cause/stack_source \
-	cause/identity cause/evidence cause/irq_text cause/io_identity
+	cause/identity cause/evidence cause/irq_text cause/io_identity cause/kernel_causes cause/kernel_names
 FUZZ_LIBS_fuzz_causes := $(FUZZ_LIBS_fuzz_stack_tree)
 
 $(FUZZ_OUT)/obj/%.o: src/%.cpp

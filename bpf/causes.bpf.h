@@ -81,6 +81,24 @@ struct jb_cause_open {
 	 * the switch-out to adopt. */
 	__u32 early_flags, early_pid, early_tid;
 	char early_comm[JB_COMM_LEN];
+	/* The kernel window it left the CPU in (causes_kernel.bpf.h): the
+	 * whole stretch goes to that kind. */
+	__u32 win_kind;
+	__u64 win_key;
+	struct jb_klock_info klock;
+};
+
+/* The kernel windows a watched thread is inside now (causes_kernel.bpf.h),
+ * by JB_KW_*: since when (0: not inside). */
+enum { JB_KW_RECLAIM = 0, JB_KW_COMPACTION = 1, JB_KW_LOCK = 2, JB_KW_NR = 3 };
+
+struct jb_kwin {
+	__u64 since[JB_KW_NR];
+	__u64 seq[JB_KW_NR];     /* the task each was entered in */
+	__u64 cgroup_id;         /* reclaim: the thread's memory cgroup (memcg reclaim) */
+	__u32 hierarchy_id;
+	__u32 memcg;
+	struct jb_klock_info klock;
 };
 
 #define JB_PEERS 4     /* threads that woke it before: likely peers */
@@ -98,6 +116,7 @@ struct jb_causes {
 	__u32 subjects[JB_SUBJECTS];
 	__u32 nprocs;
 	__u32 procs[JB_PEERS];     /* peer processes sampled for it now */
+	struct jb_kwin kwin;
 };
 
 /* Per watched thread, on its task_struct (timer watchdog, state in task storage). */
@@ -451,6 +470,8 @@ __noinline int jb_slice_add(struct jb_cause_slice *s, struct jb_cause_open *o, _
 	__builtin_memcpy(s->waker_comm, o->waker_comm, sizeof(s->waker_comm));
 	s->cgroup_id = o->cgroup_id;
 	s->hierarchy_id = o->hierarchy_id;
+	if (kind == JB_CAUSE_KERNEL_LOCK)
+		__builtin_memcpy(&s->klock, &o->klock, sizeof(s->klock));
 	return 0;
 }
 
@@ -484,6 +505,12 @@ static __always_inline __u32 asleep_kind(struct jb_cause_open *o, __u64 *key)
 	if (o->nr >= 0 && o->nr < JB_MAX_SYSCALL_NR && !(o->flags & JB_CSF_COMPAT))
 		cls = cause_class_of_nr[o->nr];
 	*key = (__u32)o->nr;
+	/* Begun inside a kernel window: reclaim and compaction come before any
+	 * wait's kind; kernel_lock after fault and io (the enum's order). */
+	if (o->win_kind && o->win_kind < JB_CAUSE_FAULT) {
+		*key = o->win_key;
+		return o->win_kind;
+	}
 	if (o->flags & JB_CSF_FAULT) { /* one slice: the file is the longest's address */
 		*key = 0;
 		return JB_CAUSE_FAULT;
@@ -491,6 +518,10 @@ static __always_inline __u32 asleep_kind(struct jb_cause_open *o, __u64 *key)
 	if (o->flags & JB_CSF_IO) { /* by syscall and fd */
 		*key = (__u64)(__u32)o->nr << 32 | (__u32)o->arg0;
 		return JB_CAUSE_IO;
+	}
+	if (o->win_kind) {
+		*key = o->win_key;
+		return o->win_kind;
 	}
 	if (cls == JB_SC_SLEEP)
 		return JB_CAUSE_SLEEP;
@@ -925,6 +956,34 @@ __noinline int jb_causes_close(struct jb_causes *cs, __u32 tid, __u64 now)
 	return 0;
 }
 
+/* The thread's record begun afresh for task seq (its first stretch, or
+ * its first kernel window, in it). */
+__noinline int jb_causes_afresh(struct jb_causes *cs, __u64 seq, __u32 tid, __u64 now)
+{
+	if (!cs)
+		return 0;
+	jb_causes_close(cs, tid, now);
+	cs->ev.seq = seq;
+	for (int i = 0; i < JB_CAUSE_NR; i++) {
+		cs->ev.kind_ns[i] = 0;
+		cs->ev.win_ns[i] = 0;
+		cs->ev.win_count[i] = 0;
+	}
+	cs->ev.reclaim_cgroup_id = 0;
+	cs->ev.reclaim_memcg = 0;
+	for (int i = 0; i < JB_CAUSE_SLOTS; i++)
+		cs->ev.slices[i].kind = 0;
+	for (int i = 0; i < JB_CAUSE_TASKS; i++)
+		cs->ev.cpu.task[i].ns = 0;
+	cs->ev.nslices = 0;
+	cs->ev.flags = 0;
+	cs->ev.preempted = 0;
+	cs->ev.cpu.other_ns = 0;
+	return 0;
+}
+
+__noinline int jb_kwin_evidence(struct jb_causes *cs, __u64 seq);
+
 /* The thread leaves the CPU inside a task (it is current). */
 __noinline int jb_cause_out(struct jb_causes *cs, struct jb_cctx *c)
 {
@@ -934,18 +993,7 @@ __noinline int jb_cause_out(struct jb_causes *cs, struct jb_cctx *c)
 		return 0;
 	o = &cs->open;
 	if (cs->ev.seq != c->seq) { /* its first stretch in this task: afresh */
-		jb_causes_close(cs, c->tid, c->now);
-		cs->ev.seq = c->seq;
-		for (int i = 0; i < JB_CAUSE_NR; i++)
-			cs->ev.kind_ns[i] = 0;
-		for (int i = 0; i < JB_CAUSE_SLOTS; i++)
-			cs->ev.slices[i].kind = 0;
-		for (int i = 0; i < JB_CAUSE_TASKS; i++)
-			cs->ev.cpu.task[i].ns = 0;
-		cs->ev.nslices = 0;
-		cs->ev.flags = 0;
-		cs->ev.preempted = 0;
-		cs->ev.cpu.other_ns = 0;
+		jb_causes_afresh(cs, c->seq, c->tid, c->now);
 	} else if (o->phase) { /* its switch-in went unseen: that stretch is left out */
 		cs->ev.flags |= JB_CEF_UNSEEN;
 		jb_causes_close(cs, c->tid, c->now);
@@ -961,6 +1009,7 @@ __noinline int jb_cause_out(struct jb_causes *cs, struct jb_cctx *c)
 	o->hierarchy_id = 0;
 	o->throttled = 0;
 	o->watched = 0;
+	jb_kwin_evidence(cs, c->seq);
 	if (c->state == JB_ST_RUNNABLE) { /* preempted, or yielded while runnable */
 		o->early = 0;  /* a waking that made it runnable again before it left */
 		o->phase = JB_CPH_QUEUED;
@@ -1084,9 +1133,13 @@ __noinline int jb_cause_in(struct jb_causes *cs, struct jb_cctx *c)
 			thr = c->thr_now - o->thr_base < span ? c->thr_now - o->thr_base : span;
 		jb_cause_charge(&cs->ev, o, JB_CAUSE_THROTTLED, o->cgroup_id, thr);
 		if (span > thr)
-			jb_cause_charge(&cs->ev, o, JB_CAUSE_RUNNABLE, 0, span - thr);
+			jb_cause_charge(&cs->ev, o, o->win_kind ? o->win_kind : JB_CAUSE_RUNNABLE, o->win_key,
+					span - thr);
 	} else {
-		jb_cause_charge(&cs->ev, o, JB_CAUSE_RUNNABLE, 0, span);
+		if (o->win_kind) /* preempted (or woken) inside a kernel window */
+			jb_cause_charge(&cs->ev, o, o->win_kind, o->win_key, span);
+		else
+			jb_cause_charge(&cs->ev, o, JB_CAUSE_RUNNABLE, 0, span);
 		jb_cpu_watch_end(cs, c->tid);
 	}
 	o->phase = JB_CPH_NONE;
@@ -1142,8 +1195,8 @@ __noinline int jb_causes_send_hang(struct jb_causes *cs, struct jb_cctx *c)
 		kind = asleep_kind(o, &key);
 		since = o->off_ns;
 	} else if (o->phase == JB_CPH_QUEUED) {
-		kind = o->throttled ? JB_CAUSE_THROTTLED : JB_CAUSE_RUNNABLE;
-		key = o->throttled ? o->cgroup_id : 0;
+		kind = o->throttled ? JB_CAUSE_THROTTLED : o->win_kind ? o->win_kind : JB_CAUSE_RUNNABLE;
+		key = o->throttled ? o->cgroup_id : o->win_kind ? o->win_key : 0;
 		since = o->q_ns;
 	}
 	if (since && c->now > since) {

@@ -20,6 +20,7 @@
  *   waits.bpf.h       the waits that bound tasks (include/jankbpf/hooks.h)
  *   markers.bpf.h     a runtime's own dispatch marks
  *   frames.bpf.h      Wayland clients' frames (libwayland-client uprobes)
+ *   causes_kernel.bpf.h  causes inside the kernel: reclaim, compaction, kernel locks
  *
  * A task is the span from the return of an event-loop wait to the thread's
  * next entry into one (or a marker's span). The waits are hooked with BPF
@@ -52,6 +53,7 @@
 #include "waits.bpf.h"
 #include "markers.bpf.h"
 #include "frames.bpf.h"
+#include "causes_kernel.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 

@@ -194,9 +194,36 @@ enum jb_syscall_class {
 #define JB_CAUSE_TASKS 4
 
 /*
+ * kernel_lock: a contended kernel lock (lock:contention_begin in the
+ * thread's context): its address, the kernel's LCB_F_* flags (the class)
+ * and ours, the owner the lock records (rwsem, mutex) and its kernel stack.
+ */
+#define JB_KLOCK_FRAMES 16
+#define JB_LCB_SPIN (1u << 0)       /* the kernel's LCB_F_* */
+#define JB_LCB_READ (1u << 1)
+#define JB_LCB_WRITE (1u << 2)
+#define JB_LCB_RT (1u << 3)
+#define JB_LCB_PERCPU (1u << 4)
+#define JB_LCB_MUTEX (1u << 5)
+#define JB_KLF_MMAP (1u << 16)          /* it is the thread's own mm->mmap_lock */
+#define JB_KLF_OWNER (1u << 17)         /* the lock named an owner task */
+#define JB_KLF_READER_OWNED (1u << 18)  /* rwsem held by readers: the owner is the last reader (a hint) */
+
+struct jb_klock_info {
+	__u64 addr;
+	__u32 flags;         /* JB_LCB_* | JB_KLF_* */
+	__u32 owner_pid, owner_tid;
+	__s32 owner_frames;  /* frames in owner_stack; < 0: -errno, not taken */
+	char owner_comm[JB_COMM_LEN];
+	__u64 owner_stack[JB_KLOCK_FRAMES];
+};
+
+/*
  * One slice: a kind and an identity (key, by kind: throttled the cgroup's
  * kernfs id, lock the futex address, peer pid << 32 | tid of the waker,
- * sleep the syscall, other state << 32 | syscall, runnable 0), its time
+ * sleep the syscall, other state << 32 | syscall, runnable 0, kernel_lock
+ * the lock's address, reclaim the memory cgroup's kernfs id (0: direct
+ * reclaim), compaction 0), its time
  * and stretches, and the evidence of its longest stretch.
  */
 struct jb_cause_slice {
@@ -214,6 +241,7 @@ struct jb_cause_slice {
 	__u32 flags;        /* JB_CSF_* */
 	__u32 hierarchy_id; /* throttled: the cgroup's hierarchy (0: v2) */
 	char waker_comm[JB_COMM_LEN];
+	struct jb_klock_info klock; /* kernel_lock: the lock of its longest stretch */
 };
 
 /* A task that ran on the CPU a watched thread queued on, meanwhile. */
@@ -257,6 +285,14 @@ struct jb_cause_event {
 	struct jb_cause_slice slices[JB_CAUSE_SLOTS];
 	struct jb_cpu_tasks cpu;     /* ran on the CPUs it queued on, meanwhile */
 	struct jb_cause_io io;       /* its block I/O and major faults */
+	/* Kernel windows (reclaim, compaction, kernel_lock): wall time inside
+	 * them in the task (on and off the CPU), how many, and the memory
+	 * cgroup of the last memcg reclaim (kernfs id, hierarchy). */
+	__u64 win_ns[JB_CAUSE_NR];
+	__u32 win_count[JB_CAUSE_NR];
+	__u64 reclaim_cgroup_id;
+	__u32 reclaim_hierarchy_id;
+	__u32 reclaim_memcg;         /* the last reclaim was a memcg's */
 };
 
 /* Why a subject was followed (jb_subject_event.role). */

@@ -334,13 +334,12 @@ scenario_idle() {
 
 # causes: cause_target's planted causes, one task each (a mutex held by a
 # worker, a pipe peer, a peer waiting on its own worker's lock, a
-# SCHED_FIFO hog on the loop's CPU, a nanosleep), then a spin under a
-# cgroup2 cpu.max quota, then an fsync and major faults on the host's disk
-# image; jankbpf system-wide, SIGINT at the end. Section target-cause_quota
-# is absent when no cgroup2 cpu controller could be had, target-cause_io
-# when no disk was mounted.
-# LANE_CAUSE_TRIALS times each (the bench's table plants 20; fsync and
-# faults once).
+# SCHED_FIFO hog on the loop's CPU, a nanosleep), an mmap_lock writer, then
+# a spin under a cgroup2 cpu.max quota, then an fsync and major faults on
+# the host's disk image; jankbpf system-wide, SIGINT at the end. Section
+# target-cause_quota is absent when no cgroup2 cpu controller could be had,
+# target-cause_io when no disk was mounted. LANE_CAUSE_TRIALS times each
+# (the bench's table plants 20; the mmap_lock writer, fsync and faults once).
 scenario_causes() {
 	local name=$1 wd=$2 d=/tmp/lane/$1 cg=/sys/fs/cgroup/lane-quota i steps="" quotas=""
 	for i in $(seq "${LANE_CAUSE_TRIALS:-1}"); do
@@ -352,6 +351,10 @@ scenario_causes() {
 	if start_jankbpf "$d" --ignore-startup-time 3 --log-type 1 --log-dir "$d/logs" $WD_ARGS; then
 		while_attached "$d"
 		run_target "$d" cause_target cause_target --start-delay 3.3 --gap 300 $steps spin:5
+		# kernel_lock: a thread holds mmap_lock for write while a task's
+		# mincore() waits for it (the hold grows with the VMAs: ~20 s of
+		# splitting under TCG before its ready line).
+		run_target "$d" cause_mmap cause_target --start-delay 3.3 --gap 2000 mmaplock:30 spin:5
 		# fault and io on the host's disk image (section target-cause_io
 		# absent without it).
 		if grep -q ' /mnt/disk ext4 ' /proc/mounts; then

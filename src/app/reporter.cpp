@@ -101,6 +101,9 @@ Reporter::Reporter(ReporterConfig cfg, Output& out)
   // Causes: where a lock lay, from the unwinder's maps once the process is gone.
   impl_->identities.set_known_maps(
       [](void* r, pid_t pid) { return static_cast<stack::Resolver*>(r)->known_maps(pid); }, &impl_->resolver);
+  // Kernel causes: the owner's kernel stack, with the unwinder's kallsyms.
+  impl_->identities.set_kallsyms(
+      [](void* r) -> const stack::Kallsyms& { return static_cast<stack::Resolver*>(r)->kallsyms(); }, &impl_->resolver);
   LogDirOptions lo;
   lo.path = cfg_.log_dir;
   lo.cap_bytes = cfg_.log_cap;

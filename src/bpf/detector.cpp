@@ -23,6 +23,7 @@
 #include "bpf/program_select.h"
 #include "bpf/test_seams.h"
 #include "cause/syscalls.h"
+#include "bpf/kernel_windows.h"
 #include "jank.skel.h"
 #include "jankbpf/events.h"
 #include "jankbpf/hooks.h"
@@ -291,6 +292,7 @@ bool Detector::load_best(const DetectorConfig& cfg, bool trampolines, const Kern
         features->set("causes", p.causes,
                       p.causes ? "slices of non-running time, wakers, CPU thieves, owners and peers" : causes_why,
                       p.causes ? "" : "no `cause` or `why` in records");
+      if (want_causes && p.causes) report_kernel_windows(kernel_windows_, features);
       const bool timer = p.mode == WatchdogMode::Timer;
       if (trampolines || test_seams::hide_returns())
         features->set("task_iter", p.adopt,
@@ -407,6 +409,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   if (test_seams::one_ring() && !share_one_ring(error)) return false;
   select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, raw_syscalls_, plan.adopt,
                   kernel);
+  kernel_windows_ = select_kernel_windows(skel_.get(), plan.mode == WatchdogMode::Timer, plan.causes);
   configure_frames(skel_.get(), cfg);
   configure_io(skel_.get(), plan.causes);
 

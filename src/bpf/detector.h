@@ -16,6 +16,7 @@
 #include "bpf/features.h"
 #include "bpf/kernel_funcs.h"
 #include "bpf/kernel_stats.h"
+#include "bpf/kernel_windows.h"
 #include "bpf/marker_links.h"
 #include "bpf/modes.h"
 #include "bpf/ring_reader.h"
@@ -200,6 +201,7 @@ class Detector {
 
   // Order matters: links and the ring buffer go before the skeleton.
   std::unique_ptr<jank_bpf, SkelDeleter> skel_;
+  std::vector<KernelWindow> kernel_windows_;  // causes' kernel windows found at load
   std::unique_ptr<RingReader> rb_, captures_rb_, frames_rb_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> extra_links_;  // the wait tracepoints, the frames' uprobes
   std::unique_ptr<bpf_link, LinkDeleter> scan_link_;                 // the scan watchdog's tick

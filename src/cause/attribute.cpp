@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cause/kernel_causes.h"
 #include "cause/kinds.h"
 #include "cause/syscalls.h"
 #include "cause/why.h"
@@ -303,6 +304,10 @@ CauseSlice slice_of(const jb_cause_slice& s, const TaskRecord& rec, const Eviden
     case JB_CAUSE_FAULT:
     case JB_CAUSE_IO:
       fault_or_io(c, s, rec, ev, ids, stacks);
+    case JB_CAUSE_RECLAIM:
+    case JB_CAUSE_COMPACTION:
+    case JB_CAUSE_KERNEL_LOCK:
+      describe_kernel_slice(s, c, ids);
       break;
     case JB_CAUSE_SLEEP:
     case JB_CAUSE_OTHER: {
@@ -373,6 +378,7 @@ void attribute(TaskRecord& rec, const Evidence& ev, bool enabled, Identities& id
       const double rest = ms_of(e.kind_ns[k]) - per_kind[k];
       if (rest >= kMinMs) rec.cause.push_back(CauseSlice{.kind = std::string(kind_name(k)), .ms = rest});
     }
+    add_kernel_windows(e, rec.cause, ids);
   }
   add_requests(rec, ev, ids);
   // The slices refine the non-running time exactly: what no evidence

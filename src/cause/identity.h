@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -18,9 +19,12 @@
 
 namespace jankbpf::stack {
 class ProcMaps;
+class Kallsyms;
 }
 
 namespace jankbpf::cause {
+
+class KernelObjects;
 
 struct CgroupInfo {
   std::string path;   // in its hierarchy, "/jt-quota"
@@ -47,6 +51,10 @@ class Identities {
   virtual MappedFile mapped_file(pid_t, uint64_t) { return {}; }
   virtual std::string device_name(uint32_t, uint32_t) { return ""; }
   virtual bool fd_device(pid_t, int, BlockDevice*) { return false; }
+  // Kernel symbols (cause/kernel_names.h): a text address as "sym+0xoff",
+  // a data address (a static lock) as "sym" or "sym+0xoff"; "" unknown.
+  virtual std::string kernel_text(uint64_t) { return ""; }
+  virtual std::string kernel_object(uint64_t) { return ""; }
 };
 
 // Where addr lies in these maps (see Identities::address_where).
@@ -56,6 +64,8 @@ std::string where_in(const stack::ProcMaps& maps, uint64_t addr);
 // known_maps: maps read earlier (the unwinder's), for a process gone since.
 class ProcIdentities : public Identities {
  public:
+  ProcIdentities();
+  ~ProcIdentities() override;
   using MapsOf = const stack::ProcMaps* (*)(void* ctx, pid_t pid);
   void set_known_maps(MapsOf fn, void* ctx) {
     maps_of_ = fn;
@@ -69,8 +79,19 @@ class ProcIdentities : public Identities {
   MappedFile mapped_file(pid_t pid, uint64_t addr) override;
   std::string device_name(uint32_t major, uint32_t minor) override { return block_device_name(major, minor); }
   bool fd_device(pid_t pid, int fd, BlockDevice* out) override { return cause::fd_device(pid, fd, out); }
+  std::string kernel_text(uint64_t addr) override;
+  std::string kernel_object(uint64_t addr) override;
+  // The kernel's text symbols, shared with the unwinder (read once there).
+  using KallsymsOf = const stack::Kallsyms& (*)(void* ctx);
+  void set_kallsyms(KallsymsOf fn, void* ctx) {
+    kallsyms_of_ = fn;
+    kallsyms_ctx_ = ctx;
+  }
 
  private:
+  KallsymsOf kallsyms_of_ = nullptr;
+  void* kallsyms_ctx_ = nullptr;
+  std::unique_ptr<KernelObjects> objects_;  // data symbols, read at the first need
   MapsOf maps_of_ = nullptr;
   void* maps_ctx_ = nullptr;
   // Mount point and fs text of each cgroup hierarchy, found once.
@@ -99,6 +120,8 @@ class PrefetchedIdentities : public Identities {
   MappedFile mapped_file(pid_t pid, uint64_t addr) override;
   std::string device_name(uint32_t major, uint32_t minor) override { return fallback_.device_name(major, minor); }
   bool fd_device(pid_t pid, int fd, BlockDevice* out) override;
+  std::string kernel_text(uint64_t addr) override { return fallback_.kernel_text(addr); }
+  std::string kernel_object(uint64_t addr) override { return fallback_.kernel_object(addr); }
 
  private:
   const Prefetched& p_;

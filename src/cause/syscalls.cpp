@@ -173,6 +173,34 @@ constexpr Entry kTable[] = {
 #ifdef __NR_pause
     JB_SC(pause, JB_SC_NONE, false)
 #endif
+// The memory map's own calls: they wait on mmap_lock (kernel_lock).
+#ifdef __NR_mmap
+    JB_SC(mmap, JB_SC_NONE, false)
+#endif
+#ifdef __NR_munmap
+    JB_SC(munmap, JB_SC_NONE, false)
+#endif
+#ifdef __NR_mprotect
+    JB_SC(mprotect, JB_SC_NONE, false)
+#endif
+#ifdef __NR_mincore
+    JB_SC(mincore, JB_SC_NONE, false)
+#endif
+#ifdef __NR_madvise
+    JB_SC(madvise, JB_SC_NONE, false)
+#endif
+#ifdef __NR_mremap
+    JB_SC(mremap, JB_SC_NONE, false)
+#endif
+#ifdef __NR_brk
+    JB_SC(brk, JB_SC_NONE, false)
+#endif
+#ifdef __NR_mlock
+    JB_SC(mlock, JB_SC_NONE, false)
+#endif
+#ifdef __NR_msync
+    JB_SC(msync, JB_SC_NONE, false)
+#endif
 #ifdef __NR_rt_sigsuspend
     JB_SC(rt_sigsuspend, JB_SC_NONE, false)
 #endif

@@ -93,6 +93,28 @@ std::string describe(const CauseSlice& s) {
     if (s.preempted) out += " (preempted " + std::to_string(s.preempted) + "x)";
     return out;
   }
+  if (s.kind == "kernel_lock") {
+    std::string out = t + " on kernel lock " + (s.lock_name.empty() ? hex(s.address) : s.lock_name) + " (" +
+                      s.lock_class + (s.lock_mode.empty() ? "" : " " + s.lock_mode) + ")";
+    if (s.owner) {
+      out += " held by " + who(*s.owner) + (s.owner_reader_hint ? " (its last reader)" : "");
+      // The owner's first frame past the scheduler's own: what it was doing.
+      for (const auto& f : s.owner_kernel_stack)
+        if (f.find("schedule") == std::string::npos && f.find("switch_to") == std::string::npos &&
+            f.find("cond_resched") == std::string::npos) {
+          out += " in " + f.substr(0, f.find('+'));
+          break;
+        }
+    }
+    return out;
+  }
+  if (s.kind == "reclaim" || s.kind == "compaction") {
+    std::string out = t + " in " + (s.kind == "reclaim" ? (s.memcg_reclaim ? "memcg reclaim" : "direct reclaim")
+                                                         : "direct compaction");
+    if (!s.cgroup.empty()) out += " of cgroup " + s.cgroup;
+    if (s.window_ms > s.ms + 0.5) out += " (" + ms_text(s.window_ms) + " inside it, " + ms_text(s.window_ms - s.ms) + " running)";
+    return out;
+  }
   if (s.kind == "sleep") {
     std::string out = t + " sleeping";
     if (!s.syscall.empty()) out += " in " + s.syscall;

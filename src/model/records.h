@@ -161,6 +161,20 @@ struct CauseSlice {
   uint64_t bytes = 0;
   uint32_t requests_done = 0;  // completed while followed: their latency is known
   double device_ms = 0, device_max_ms = 0;
+  // reclaim, compaction, kernel_lock (cause/kernel_causes.h): the wall time
+  // of such windows in the task, on and off the CPU, and how many (-1: not known)
+  double window_ms = -1;
+  uint32_t windows = 0;
+  // kernel_lock: the lock (address, its name, class and mode), its owner
+  // (the lock's own record: `owner`), the owner's kernel stack
+  std::string lock_name;   // "mmap_lock", a kernel symbol, "" unknown
+  std::string lock_class;  // "rwsem", "mutex", "spinlock", ...
+  std::string lock_mode;   // "read", "write", ""
+  bool owner_reader_hint = false;  // a reader-owned rwsem: the owner is the last reader, a hint
+  std::vector<std::string> owner_kernel_stack;
+  std::string owner_stack_missing;  // why there is none
+  // reclaim: a memory cgroup's (memcg) or direct (global) reclaim; the memcg's path
+  bool memcg_reclaim = false;
 };
 
 // A task that reached the threshold: "jank" when it ended, "hang" while it

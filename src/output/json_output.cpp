@@ -107,6 +107,25 @@ Json cause_json(const CauseSlice& c) {
   if (!c.frame.empty()) j["frame"] = c.frame;
   if (!c.kernel_stack.empty()) j["kernel_stack"] = c.kernel_stack;
   if (c.unattributed) j["unattributed"] = true;
+  // Kernel windows (cause/kernel_causes.h)
+  if (!c.lock_class.empty()) {
+    if (!c.lock_name.empty()) j["lock"] = c.lock_name;
+    j["lock_class"] = c.lock_class;
+    if (!c.lock_mode.empty()) j["lock_mode"] = c.lock_mode;
+    if (c.owner_reader_hint) j["owner_last_reader"] = true;
+    if (!c.owner_kernel_stack.empty()) j["owner_kernel_stack"] = c.owner_kernel_stack;
+    else if (c.owner && !c.owner_stack_missing.empty()) j["owner_stack_missing"] = c.owner_stack_missing;
+  }
+  if (c.kind == "reclaim") {
+    j["memcg"] = c.memcg_reclaim;
+    if (!c.cgroup.empty()) j["cgroup"] = c.cgroup;
+    if (!c.cgroup_fs.empty()) j["cgroup_fs"] = c.cgroup_fs;
+  }
+  if (c.window_ms >= 0) {
+    j["window_ms"] = ms3(c.window_ms);
+    j["windows"] = c.windows;
+    j["on_cpu_ms"] = ms3(c.window_ms > c.ms ? c.window_ms - c.ms : 0);
+  }
   return j;
 }
 

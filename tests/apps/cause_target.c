@@ -25,6 +25,20 @@
  *               at the step's start, outside its measure):
  *               major faults, one a page (MADV_RANDOM; mapped until the
  *               next task)
+ *     mmaplock:K  a thread ("mmapw") holds this process's mmap_lock for
+ *               write -- one mprotect merging 2K thousand VMAs it split
+ *               beforehand (50-190 ms for K=30 on the test VM; K <= 32
+ *               under the default vm.max_map_count) -- from 5 ms
+ *               before the task; the task calls mincore(), which takes it
+ *               for read. wait_ns: mincore's wall time less its CPU time
+ *               (asleep and queued: the kernel counts both, the stretch
+ *               began inside the lock's wait); hold_ns: mprotect's own
+ *               time; then it spins to 150 ms
+ *     reclaim:MB  (run it in a memory cgroup whose limit the page cache of
+ *               --fill-file, read before the first task, fills) the task
+ *               touches MB MB of new anonymous memory, which the kernel
+ *               charges by reclaiming that page cache, then spins to 150 ms;
+ *               wait_ns: the touching's wall time (reclaim is inside it)
  *   hostile input (tests/e2e/test_causes.py):
  *     junk:MS   a futex wait on a word shaped like a glibc mutex whose
  *               __owner names --junk-owner TID (another process's thread);
@@ -50,6 +64,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -158,7 +173,9 @@ static uint64_t asleep_ns(struct sched_snap a, struct sched_snap b)
  * the task before, with the next task's start time), so the task itself
  * does nothing but lock it.
  */
-static pthread_mutex_t lock_m = PTHREAD_MUTEX_INITIALIZER;
+/* In .data: its address lies in the file mapping (the test names it
+ * cause_target+0x...), wherever the .bss ends. */
+static pthread_mutex_t lock_m __attribute__((section(".data"))) = PTHREAD_MUTEX_INITIALIZER;
 static int holder_go[2];
 static atomic_int holder_tid;
 struct hold {
@@ -213,6 +230,7 @@ static struct {
 	int owner;
 } forged;
 static int junk_owner = 1;
+static const char *fill_file;
 
 struct waker_job {
 	atomic_int *word;
@@ -630,6 +648,106 @@ static NOINLINE uint64_t do_fault(void)
 	return asleep_ns(a, snap());
 }
 
+/* ---- mmaplock: another thread holds mmap_lock for write ------------------- */
+
+static char *mmapw_region;
+static size_t mmapw_pages;
+static int mmapw_go[2];
+static atomic_int mmapw_tid, mmapw_ready;
+static _Atomic uint64_t mmapw_hold_ns;
+
+/* Every other page of the read-only region writable: one VMA each, for the
+ * merge (all read-only again) to walk. */
+static void mmapw_split(void)
+{
+	for (size_t i = 0; i < mmapw_pages; i++)
+		if (mprotect(mmapw_region + i * 8192, 4096, PROT_READ | PROT_WRITE))
+			die("mprotect (split)");
+}
+
+static void *mmapw_main(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "mmapw");
+	atomic_store(&mmapw_tid, gettid_());
+	mmapw_split();
+	for (;;) {
+		atomic_store(&mmapw_ready, 1);
+		uint64_t from;
+		read_full(mmapw_go[0], &from, sizeof from);
+		atomic_store(&mmapw_ready, 0);
+		struct timespec ts = {(time_t)(from / 1000000000ull), (long)(from % 1000000000ull)};
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
+		uint64_t t0 = now_ns();
+		if (mprotect(mmapw_region, mmapw_pages * 8192, PROT_READ)) /* held for write throughout */
+			die("mprotect (merge)");
+		atomic_store(&mmapw_hold_ns, now_ns() - t0);
+		mmapw_split(); /* for the next step: the loop's gap must cover it */
+	}
+	return NULL;
+}
+
+static void start_mmapw(unsigned k)
+{
+	pthread_t t;
+	mmapw_pages = (size_t)k * 1000;
+	mmapw_region = mmap(NULL, mmapw_pages * 8192, PROT_READ,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (mmapw_region == MAP_FAILED || pipe(mmapw_go) || pthread_create(&t, NULL, mmapw_main, NULL))
+		die("mmapw");
+	while (!atomic_load(&mmapw_ready))
+		usleep(1000);
+}
+
+/* Returns the wait; *hold the writer's own hold time. */
+static NOINLINE uint64_t do_mmaplock(uint64_t *hold, uint64_t begin)
+{
+	static unsigned char vec[1];
+	struct sched_snap a = snap();
+	if (mincore(mmapw_region, 4096, vec))
+		die("mincore");
+	struct sched_snap b = snap();
+	while (!atomic_load(&mmapw_hold_ns))
+		;
+	*hold = atomic_exchange(&mmapw_hold_ns, 0);
+	spin_until(begin + 150000000ull); /* a jank however short the hold */
+	uint64_t wall = b.wall - a.wall, cpu = b.run - a.run;
+	return wall > cpu ? wall - cpu : 0;
+}
+
+/* ---- reclaim: new memory in a cgroup full of page cache ------------------- */
+
+/* The file's pages into the page cache (and the cgroup), before any task. */
+static void fill_page_cache(const char *path)
+{
+	static char buf[1 << 16];
+	FILE *f = fopen(path, "r");
+	if (!f)
+		die(path);
+	/* Cached before (by its writer, charged to another cgroup): dropped,
+	 * so that reading it charges this one. It must be clean (fsync'ed). */
+	posix_fadvise(fileno(f), 0, 0, POSIX_FADV_DONTNEED);
+	while (fread(buf, 1, sizeof buf, f) > 0)
+		;
+	fclose(f);
+}
+
+static NOINLINE uint64_t do_reclaim(unsigned mb, uint64_t begin)
+{
+	size_t len = (size_t)mb << 20;
+	uint64_t t0 = now_ns();
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		die("mmap (reclaim)");
+	for (size_t i = 0; i < len; i += 4096)
+		p[i] = 1;
+	uint64_t took = now_ns() - t0;
+	munmap(p, len);
+	spin_until(begin + 150000000ull);
+	return took;
+}
+
 /* ---- the loop -------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -650,6 +768,8 @@ int main(int argc, char **argv)
 			junk_owner = atoi(argv[first + 1]);
 		else if (strcmp(argv[first], "--io-dir") == 0)
 			io_dir = argv[first + 1];
+		else if (strcmp(argv[first], "--fill-file") == 0)
+			fill_file = argv[first + 1];
 		else
 			break;
 		first += 2;
@@ -666,11 +786,13 @@ int main(int argc, char **argv)
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);
 	int need_hog = 0, need_peer = 0, need_chain = 0;
-	unsigned fault_mb = 0;
+	unsigned fault_mb = 0, mmap_k = 0;
 	for (int i = first; i < argc; i++) {
-		unsigned mb;
+		unsigned mb, k;
 		if (sscanf(argv[i], "fault:%u", &mb) == 1 && mb > fault_mb)
 			fault_mb = mb;
+		if (sscanf(argv[i], "mmaplock:%u", &k) == 1 && k > mmap_k)
+			mmap_k = k;
 		need_hog |= strncmp(argv[i], "hog:", 4) == 0;
 		need_peer |= strncmp(argv[i], "peer:", 5) == 0;
 		need_chain |= strncmp(argv[i], "chain:", 6) == 0;
@@ -696,6 +818,10 @@ int main(int argc, char **argv)
 		die("sched_setaffinity");
 	while (!atomic_load(&holder_tid))
 		usleep(1000);
+	if (mmap_k)
+		start_mmapw(mmap_k);
+	if (fill_file)
+		fill_page_cache(fill_file);
 
 	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	int ep = epoll_create1(EPOLL_CLOEXEC);
@@ -704,9 +830,9 @@ int main(int argc, char **argv)
 		die("epoll/timerfd");
 	printf("{\"ready\":true,\"pid\":%d,\"tid\":%d,\"holder_tid\":%d,\"peer_pid\":%d,\"peer_tid\":%d,"
 	       "\"chainb_pid\":%d,\"chainb_tid\":%d,\"chainc_tid\":%d,\"hog_pid\":%d,\"cpu\":%d,"
-	       "\"lock_addr\":\"%p\",\"cpu_stat\":\"%s\"}\n",
+	       "\"lock_addr\":\"%p\",\"cpu_stat\":\"%s\",\"mmapw_tid\":%d}\n",
 	       getpid(), gettid_(), atomic_load(&holder_tid), peer.pid, peer.tid, chainb.pid, chainb.tid,
-	       chainb.worker_tid, hog.pid, cpu, (void *)&lock_m, cpu_stat_path);
+	       chainb.worker_tid, hog.pid, cpu, (void *)&lock_m, cpu_stat_path, atomic_load(&mmapw_tid));
 
 	uint64_t next = now_ns() + (uint64_t)(start_delay * 1e9);
 	struct itimerspec its = {.it_value = {next / 1000000000ull, next % 1000000000ull}};
@@ -718,6 +844,12 @@ int main(int argc, char **argv)
 			plan_hold(next, lock_ms);
 		step_file[0] = 0;
 		step_resident = -1;
+		if (!strncmp(argv[i], "mmaplock:", 9)) {
+			while (!atomic_load(&mmapw_ready)) /* its split for this step */
+				usleep(1000);
+			uint64_t from = next - 5000000ull; /* its wakeup may be late on a loaded machine */
+			write_full(mmapw_go[1], &from, sizeof from);
+		}
 		struct epoll_event out;
 		uint64_t expirations;
 		while (epoll_wait(ep, &out, 1, -1) < 0)
@@ -732,7 +864,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "cause_target: bad step '%s'\n", argv[i]);
 			return 2;
 		}
-		uint64_t wait = 0;
+		uint64_t wait = 0, hold = 0;
 		if (!strcmp(kind, "lock"))
 			wait = do_lock();
 		else if (!strcmp(kind, "peer"))
@@ -755,14 +887,18 @@ int main(int argc, char **argv)
 			wait = do_fsync(ms);
 		else if (!strcmp(kind, "fault"))
 			wait = do_fault();
+		else if (!strcmp(kind, "mmaplock"))
+			wait = do_mmaplock(&hold, begin);
+		else if (!strcmp(kind, "reclaim"))
+			wait = do_reclaim(ms, begin);
 		else {
 			fprintf(stderr, "cause_target: unknown step '%s'\n", kind);
 			return 2;
 		}
 		uint64_t end = now_ns();
 		printf("{\"task\":%d,\"kind\":\"%s\",\"arg\":%u,\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64
-		       ",\"wait_ns\":%" PRIu64 ",\"file\":\"%s\",\"resident\":%ld}\n",
-		       k, kind, ms, begin, end, wait, step_file, step_resident);
+		       ",\"wait_ns\":%" PRIu64 ",\"hold_ns\":%" PRIu64 ",\"file\":\"%s\",\"resident\":%ld}\n",
+		       k, kind, ms, begin, end, wait, hold, step_file, step_resident);
 		next = now_ns() + gap * 1000000ull;
 		its.it_value.tv_sec = next / 1000000000ull;
 		its.it_value.tv_nsec = next % 1000000000ull;

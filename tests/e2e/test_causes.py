@@ -427,3 +427,105 @@ def test_without_the_kernels_io_tracepoints_faults_and_io_are_still_told():
     assert c["fd_path"] == fsync_task["file"] and "requests" not in c, c
     # The fd's file's device: the filesystem's (a partition's name, where it has one).
     assert c["device"] == dev and c["device_name"] == name, c
+
+
+# ---- causes inside the kernel (bpf/causes_kernel.bpf.h) ---------------------
+
+
+def test_kernel_lock_names_mmap_lock_and_its_writer():
+    """A thread ("mmapw") holds the process's mmap_lock for write in one
+    long mprotect; the task's mincore() waits for it as a reader. The wait
+    (mincore's wall time less its CPU time: asleep, then queued -- the
+    stretch began inside the lock's wait, so all of it is the lock's) is
+    `kernel_lock` on `mmap_lock`, owned by mmapw."""
+    tasks, ready, janks = run(["mmaplock:30", "mmaplock:30"], gap=800)
+    for task in tasks:
+        j = jank_of(janks, task)
+        assert_sums(j)
+        # (Not necessarily the largest: on a loaded machine the spin after
+        # it may queue for longer.)
+        (c,) = [c for c in j["cause"] if c["kind"] == "kernel_lock"]
+        assert within_10pct(c["ms"], task["wait_ns"]), (c["ms"], task)
+        assert c["lock"] == "mmap_lock" and c["lock_class"] == "rwsem" and c["lock_mode"] == "read", c
+        assert c["syscall"] == "mincore", c
+        owner = c["owner"]
+        assert (owner["pid"], owner["tid"], owner["comm"]) == (ready["pid"], ready["mmapw_tid"], "mmapw"), c
+        # Its kernel stack, where the kernel lets it be taken (6.2+, timer watchdog).
+        assert c.get("owner_kernel_stack") or c.get("owner_stack_missing"), c
+        assert c["window_ms"] >= c["ms"] * 0.9 and c["windows"] >= 1, c
+        assert f"mmap_lock (rwsem read) held by mmapw[{ready['mmapw_tid']}]" in j["why"], j["why"]
+        assert task["wait_ns"] > 15e6, task  # the wait was long enough to matter
+
+
+def _memory_roots():
+    """(v1 memory hierarchy root, v2 root with the memory controller)."""
+    v1 = "/sys/fs/cgroup/memory" if os.path.exists("/sys/fs/cgroup/memory/memory.limit_in_bytes") else None
+    v2 = None
+    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        ctl = os.path.join(root, "cgroup.controllers")
+        if os.path.exists(ctl) and "memory" in open(ctl).read().split():
+            v2 = root
+    return v1, v2
+
+
+@pytest.fixture
+def memory_cgroup():
+    """A memory cgroup limited to 64 MB (v1 memory.limit_in_bytes, else v2 memory.max)."""
+    name = f"jankbpf-reclaim-{os.getpid()}"
+    v1, v2 = _memory_roots()
+    if v1:
+        path = os.path.join(v1, name)
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(64 << 20))
+        fs = "cgroup (memory)"
+    elif v2:
+        with open(os.path.join(v2, "cgroup.subtree_control"), "w") as f:
+            f.write("+memory")
+        path = os.path.join(v2, name)
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "memory.max"), "w") as f:
+            f.write(str(64 << 20))
+        fs = "cgroup2"
+    else:
+        if os.environ.get("CI") == "true":
+            pytest.fail("no cgroup with the memory controller (v1 or v2) to set a limit in")
+        pytest.skip("no cgroup with the memory controller (v1 or v2) to set a limit in")
+    yield path, "/" + name, fs
+    # Its page cache goes with it (v1 keeps a removed group's charges otherwise).
+    if v1:
+        with open(os.path.join(path, "memory.force_empty"), "w") as f:
+            f.write("0")
+    os.rmdir(path)
+
+
+def test_reclaim_names_the_memory_cgroup(memory_cgroup, tmp_path):
+    """The page cache of a 96 MB file fills a cgroup limited to 64 MB; the
+    task then touches 40 MB of new memory, which the kernel charges by
+    reclaiming that page cache in the task's own context (memcg reclaim).
+    The app cannot time reclaim itself: its windows lie inside its own
+    allocation's wall time, and most of them run on the CPU (clean page
+    cache, no swap), so `ms` (their off-CPU part) may be 0."""
+    path, rel, fs = memory_cgroup
+    fill = tmp_path / "fill"
+    with open(fill, "wb") as f:
+        f.write(os.urandom(1 << 20) * 96)
+        f.flush()
+        os.fsync(f.fileno())  # clean pages: reclaimable without writeback
+    # One step: its munmap leaves room, a second would not reclaim.
+    target = CauseTarget(["--fill-file", str(fill), "reclaim:40", "spin:5"],
+                         cgroup_procs=os.path.join(path, "cgroup.procs"))
+    try:
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE)
+        tasks = target.tasks()[:-1]
+        assert jb.wait(30) == 0, jb.stderr
+    finally:
+        target.kill()
+    janks = jb.of_type("jank")
+    for task in tasks:
+        j = jank_of(janks, task)
+        assert_sums(j)
+        (c,) = [c for c in j["cause"] if c["kind"] == "reclaim"]
+        assert c["memcg"] and c["cgroup"] == rel and c["cgroup_fs"].startswith(fs.split()[0]), c
+        assert c["windows"] >= 1 and 0 < c["window_ms"] <= task["wait_ns"] / 1e6 * 1.05 + 1, (c, task)
+        assert c["ms"] <= c["window_ms"] + 0.5, c
