@@ -143,11 +143,11 @@ def lane_idle(ctx) -> dict:
 CAUSE_TRIALS = 20
 
 
-def _lane_cause_rows(secs, name, quota_rel):
+def _lane_cause_rows(secs, name, quota_rel, arch):
     """The causes scenario's tasks and records of one boot, as the host's
     cause table rows (scenarios/causes.py: expected, got, ms)."""
     import json
-    from .causes import CAUSES, trial
+    from .causes import planted, trial
     recs = []
     for line in secs.get(f"{name}/records", ("", 0))[0].splitlines():
         try:
@@ -156,7 +156,7 @@ def _lane_cause_rows(secs, name, quota_rel):
             pass
     janks = [r for r in recs if r.get("type") == "jank"]
     rows = []
-    for target in ("cause_target", "cause_quota"):
+    for target in ("cause_target", "cause_quota", "cause_mmap", "cause_io"):
         lines = [json.loads(l) for l in secs.get(f"{name}/target-{target}", ("", 0))[0].splitlines()
                  if l.startswith("{")]
         ready = next((l for l in lines if l.get("ready")), None)
@@ -167,11 +167,15 @@ def _lane_cause_rows(secs, name, quota_rel):
             if "task" not in t or t["kind"] == "spin":
                 continue
             cause = {"lock": "lock", "peer": "peer", "chain": "chain", "hog": "hog", "sleep": "sleep",
-                     "quota": "quota"}.get(t["kind"])
+                     "quota": "quota", "fsync": "fsync", "fault": "fault", "mmaplock": "mmap_lock"}.get(t["kind"])
             if cause is None:
                 continue
-            planted = CAUSES[cause][3]
-            expected = planted(ready) if planted else {"cgroup": quota_rel, "quota": "20000/100000"}
+            if cause == "fsync":  # the guest's disk
+                expected = {"syscall": "fsync", "file": t["file"], "device_name": "vda"}
+            elif cause == "fault" and arch == "arm64":  # no faulting address there (--check: fault_address)
+                expected = {}
+            else:
+                expected = planted(cause, ready, t) or {"cgroup": quota_rel, "quota": "20000/100000"}
             rows.append(trial(cause, t, ready, mine, expected))
     return rows
 
@@ -200,7 +204,7 @@ def lane_causes(ctx) -> dict:
             hooks = re.search(r'"hooks":"(\w+)"', summary)
             out["arches"][arch] = {"kernel": boot.kernel_pkg, "health": boot.health() or "ok",
                                    "hooks": hooks.group(1) if hooks else None,
-                                   "rows": _lane_cause_rows(boot.sections, "causes", "/lane-quota")}
+                                   "rows": _lane_cause_rows(boot.sections, "causes", "/lane-quota", arch)}
     finally:
         if old is None:
             os.environ.pop("LANE_CAUSE_TRIALS", None)
