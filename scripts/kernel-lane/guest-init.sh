@@ -23,6 +23,7 @@ exec </dev/console >/dev/console 2>&1
 
 . /lane/config
 export LD_LIBRARY_PATH=$LANE_LIBDIR
+[ -n "$LANE_JANKBPF_DISABLE" ] && export JANKBPF_DISABLE="$LANE_JANKBPF_DISABLE"
 
 # The host's ext4 disk image (lane.py), for causes fault and io: its driver's
 # modules, then /dev/vda on /mnt/disk. Absent (no mkfs.ext4 on the host, no

@@ -109,6 +109,15 @@ def cause_trials():
     return int(v)
 
 
+def disable_list():
+    """LANE_JANKBPF_DISABLE: features the guest's jankbpf runs without
+    (JANKBPF_DISABLE, comma-separated names of `--check`), for bisecting."""
+    v = os.environ.get("LANE_JANKBPF_DISABLE", "")
+    if not re.fullmatch(r"[a-z0-9_,]*", v):
+        raise ValueError(f"LANE_JANKBPF_DISABLE={v!r}: feature names of --check, comma-separated")
+    return v
+
+
 def tax_rounds():
     """LANE_TAX_ROUNDS: the tax scenario's attaches, A B A B ... A (default
     3; more where the host is busy and the emulated machine's speed drifts)."""
@@ -468,6 +477,7 @@ def build_initramfs(arch, scenarios, out_path, attach_timeout, kernel_config=Non
            f"LANE_IDLE_TRIALS={idle_trials()}\n"
            f"LANE_CAUSE_TRIALS={cause_trials()}\n"
            f"LANE_TAX_ROUNDS={tax_rounds()}\n"
+           f"LANE_JANKBPF_DISABLE={disable_list()}\n"
            f"LANE_SCENARIOS='{' '.join(f'{n}:{k}:{w}' for n, k, w in scenarios)}'\n")
     cpio.file("lane/config", cfg.encode(), 0o644)
     if disk_mods:  # loaded at boot, in this order (lane/modules exists already)

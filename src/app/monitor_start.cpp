@@ -67,6 +67,7 @@ DetectorConfig detector_config(const Options& opts) {
   cfg.watchdog = opts.watchdog;
   cfg.hooks = opts.hooks;
   cfg.markers = !opts.markers.empty();
+  cfg.kernel_locks = opts.kernel_locks;
   cfg.frames = opts.frames;
   if (opts.frame_interval_ms > 0) cfg.frame_interval_ns = static_cast<uint64_t>(opts.frame_interval_ms * 1e6);
   // A few stacks of a frame a refresh late: a quarter of the refresh, at

@@ -409,7 +409,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   if (test_seams::one_ring() && !share_one_ring(error)) return false;
   select_programs(skel_.get(), plan.mode, stacks_, offcpu_, markers_, plan.trampolines, raw_syscalls_, plan.adopt,
                   kernel);
-  kernel_windows_ = select_kernel_windows(skel_.get(), plan.mode == WatchdogMode::Timer, plan.causes);
+  kernel_windows_ = select_kernel_windows(skel_.get(), plan.mode == WatchdogMode::Timer, plan.causes, cfg.kernel_locks);
   configure_frames(skel_.get(), cfg);
   configure_io(skel_.get(), plan.causes);
 

@@ -20,10 +20,13 @@ struct KernelWindow {
   const char* kind;     // the cause kind it gives
   std::vector<std::pair<const char*, const char*>> tracepoints;  // (category, name), begin/end pairs
   bool present = false;  // set by select_kernel_windows
+  bool off = false;      // not wanted (kernel_lock without --kernel-locks)
 };
 
 // Sets autoload on the window programs; returns what each found.
-std::vector<KernelWindow> select_kernel_windows(jank_bpf* skel, bool timer, bool causes);
+// kernel_locks: the kernel_lock window is wanted (--kernel-locks; off: it is
+// reported as off, not missing).
+std::vector<KernelWindow> select_kernel_windows(jank_bpf* skel, bool timer, bool causes, bool kernel_locks);
 
 // Into the features (`--check`, `features_missing`), once a plan loaded.
 void report_kernel_windows(const std::vector<KernelWindow>& windows, FeatureSet* features);

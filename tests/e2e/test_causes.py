@@ -44,14 +44,14 @@ class CauseTarget:
             self.proc.wait(10)
 
 
-def run(steps, **kw):
+def run(steps, jankbpf_args=(), **kw):
     """(truth tasks, ready line, jank records) of one run of cause_target.
     A short last step keeps the process (and its fds) alive while the
     measured tasks' records are made: what names a cause is read from /proc
     (a process that exits at once loses its fd paths: README, Why)."""
     target = CauseTarget([*steps, "spin:5"], **kw)
     try:
-        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE)
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE, *jankbpf_args)
         tasks = target.tasks()[:-1]
         assert jb.wait(30) == 0, jb.stderr
     finally:
@@ -438,7 +438,7 @@ def test_kernel_lock_names_mmap_lock_and_its_writer():
     (mincore's wall time less its CPU time: asleep, then queued -- the
     stretch began inside the lock's wait, so all of it is the lock's) is
     `kernel_lock` on `mmap_lock`, owned by mmapw."""
-    tasks, ready, janks = run(["mmaplock:30", "mmaplock:30"], gap=800)
+    tasks, ready, janks = run(["mmaplock:30", "mmaplock:30"], jankbpf_args=("--kernel-locks",), gap=800)
     for task in tasks:
         j = jank_of(janks, task)
         assert_sums(j)
@@ -455,6 +455,20 @@ def test_kernel_lock_names_mmap_lock_and_its_writer():
         assert c["window_ms"] >= c["ms"] * 0.9 and c["windows"] >= 1, c
         assert f"mmap_lock (rwsem read) held by mmapw[{ready['mmapw_tid']}]" in j["why"], j["why"]
         assert task["wait_ns"] > 15e6, task  # the wait was long enough to matter
+
+
+def test_kernel_lock_is_off_without_its_option():
+    """Opt-in (README, Why: kernel_lock): without --kernel-locks no
+    lock:contention_* hook is attached, --check says so, and the same wait
+    is never a kernel_lock slice."""
+    tasks, ready, janks = run(["mmaplock:30"], gap=800)
+    for task in tasks:
+        j = jank_of(janks, task)
+        assert_sums(j)
+        assert not [c for c in j["cause"] if c["kind"] == "kernel_lock"], j["cause"]
+    out = subprocess.run([os.path.join(BUILD, "jankbpf"), "--check"], capture_output=True, text=True, timeout=60)
+    line = next((l for l in out.stdout.splitlines() if "cause_kernel_lock" in l), "")
+    assert "--kernel-locks" in line, out.stdout[-2000:]
 
 
 def _memory_roots():
@@ -516,7 +530,7 @@ def test_reclaim_names_the_memory_cgroup(memory_cgroup, tmp_path):
     target = CauseTarget(["--fill-file", str(fill), "reclaim:40", "spin:5"],
                          cgroup_procs=os.path.join(path, "cgroup.procs"))
     try:
-        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE)
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE, *jankbpf_args)
         tasks = target.tasks()[:-1]
         assert jb.wait(30) == 0, jb.stderr
     finally:

@@ -660,23 +660,18 @@ def test_causes_name_each_planted_cause(boot, scenario):
 
 @pytest.mark.parametrize("scenario", CAUSES)
 def test_causes_name_the_kernel_lock(boot, scenario):
-    """kernel_lock (lock:contention_*, 5.19+): the task's mincore() waits
-    for mmap_lock, which the mmapw thread holds for write; the lock, its
-    class, the owner. Its kernel stack where the kernel lets it be taken
-    (bpf_task_from_pid, 6.2+: not on 6.1, said as owner_stack_missing)."""
+    """kernel_lock is opt-in (--kernel-locks): with its lock:contention_*
+    hooks attached system-wide this lane's x86_64 guest livelocked in both
+    full runs made with them (neither of 2 without them; README, Why). Without the option
+    it is said off, and the task's mincore() wait on mmapw's mmap_lock
+    keeps its wait's own kind: never a kernel_lock slice."""
     run = Run(boot, scenario)
     missing = run.summary()["features_missing"]
-    assert "cause_kernel_lock" not in missing, run.diag()
+    assert "cause_kernel_lock" in missing, run.diag()
     ready, tasks = cause_truth(run, "cause_mmap")
     (task,) = [t for t in tasks if t["kind"] == "mmaplock"]
     j = cause_jank(run, ready, task)
-    ks = [c for c in j["cause"] if c["kind"] == "kernel_lock"]
-    assert len(ks) == 1, json.dumps(j["cause"])[:3000] + run.diag()
-    c = ks[0]
-    assert near(c["ms"], task["wait_ns"]), (c["ms"], task["wait_ns"] / 1e6)
-    assert (c["lock"], c["lock_class"], c["lock_mode"]) == ("mmap_lock", "rwsem", "read"), c
-    assert (c["owner"]["tid"], c["owner"]["comm"]) == (ready["mmapw_tid"], "mmapw"), c
-    assert c.get("owner_kernel_stack") or c.get("owner_stack_missing"), c
+    assert not [c for c in j["cause"] if c["kind"] == "kernel_lock"], json.dumps(j["cause"])[:3000] + run.diag()
 
 
 @pytest.mark.parametrize("scenario", CAUSES)

@@ -101,7 +101,7 @@ PICK_KIND = {"mmap_lock"}
 # under the 150 ms threshold (tests/e2e/test_causes.py does the same); the
 # mmap_lock writer splits its VMAs again between steps.
 APP_OPTIONS = {"fsync": ("--io-dir", IO_DIR), "fault": ("--io-dir", IO_DIR), "mmap_lock": ("--gap", "800")}
-JANKBPF_OPTIONS = {"fsync": ("--threshold", "30"), "fault": ("--threshold", "30")}
+JANKBPF_OPTIONS = {"fsync": ("--threshold", "30"), "fault": ("--threshold", "30"), "mmap_lock": ("--kernel-locks",)}
 
 
 def planted(name, ready, task):
