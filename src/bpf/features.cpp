@@ -38,10 +38,16 @@ bool FeatureSet::ok(const std::string& name) const {
   return f && f->ok;
 }
 
+void FeatureSet::set_off(const std::string& name, std::string detail) {
+  set(name, false, std::move(detail));
+  for (auto& f : items_)
+    if (f.name == name) f.off = true;
+}
+
 std::vector<std::string> FeatureSet::missing() const {
   std::vector<std::string> out;
   for (const auto& f : items_)
-    if (!f.ok) out.push_back(f.name);
+    if (!f.ok && !f.off) out.push_back(f.name);
   return out;
 }
 
@@ -52,7 +58,7 @@ std::string FeatureSet::table() const {
   for (const auto& f : items_) {
     out += f.name;
     out.append(width + 2 - f.name.size(), ' ');
-    out += f.ok ? "yes  " : "NO   ";
+    out += f.ok ? "yes  " : f.off ? "off  " : "NO   ";
     out += f.detail;
     if (!f.ok && !f.fallback.empty()) out += "; instead: " + f.fallback;
     out += '\n';
@@ -69,11 +75,11 @@ void warn(const Feature& f) {
 
 void FeatureSet::warn_missing() const {
   for (const auto& f : items_)
-    if (!f.ok) warn(f);
+    if (!f.ok && !f.off) warn(f);
 }
 
 void FeatureSet::warn_missing(const std::string& name) const {
-  if (const Feature* f = find(name); f && !f->ok) warn(*f);
+  if (const Feature* f = find(name); f && !f->ok && !f->off) warn(*f);
 }
 
 bool disabled_by_env(const char* name) {

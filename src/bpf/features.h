@@ -18,12 +18,15 @@ struct Feature {
   bool ok = false;
   std::string detail;    // what was found, or why it failed
   std::string fallback;  // what is used instead ("" when ok, or nothing replaces it)
+  bool off = false;      // not used because no option asked for it: not missing, no warning
 };
 
 class FeatureSet {
  public:
   // Records a result; a second result for the same name replaces the first.
   void set(const std::string& name, bool ok, std::string detail, std::string fallback = "");
+  // A feature an option turns on, not asked for: `--check` says "off".
+  void set_off(const std::string& name, std::string detail);
   const Feature* find(const std::string& name) const;
   bool ok(const std::string& name) const;
   std::vector<std::string> missing() const;

@@ -55,9 +55,12 @@ void report_kernel_windows(const std::vector<KernelWindow>& windows, FeatureSet*
   for (const auto& w : windows) {
     std::string names;
     for (const auto& [cat, name] : w.tracepoints) names += std::string(names.empty() ? "" : ", ") + cat + ":" + name;
+    if (w.off) {
+      features->set_off(w.feature, std::string("the `") + w.kind + "` cause: --kernel-locks turns it on");
+      continue;
+    }
     features->set(w.feature, w.present,
                   w.present ? std::string("the `") + w.kind + "` cause, from " + names
-                  : w.off   ? std::string("off (--kernel-locks turns it on)")
                             : "missing tracepoints (one of " + names + ")",
                   w.present ? "" : std::string("its off-CPU time stays in the wait's own kind (`other`, `peer`, ...)"));
   }
