@@ -199,7 +199,7 @@ constexpr Entry kTable[] = {
     JB_SC(mlock, JB_SC_NONE, false)
 #endif
 #ifdef __NR_msync
-    JB_SC(msync, JB_SC_NONE, false)
+    JB_SC(msync, JB_SC_FILE_IO, false)  // io: it writes the file back
 #endif
 #ifdef __NR_rt_sigsuspend
     JB_SC(rt_sigsuspend, JB_SC_NONE, false)
@@ -209,24 +209,6 @@ constexpr Entry kTable[] = {
 #endif
 #ifdef __NR_semop
     JB_SC(semop, JB_SC_NONE, false)
-#endif
-#ifdef __NR_mmap
-    JB_SC(mmap, JB_SC_NONE, false)
-#endif
-#ifdef __NR_munmap
-    JB_SC(munmap, JB_SC_NONE, false)
-#endif
-#ifdef __NR_mprotect
-    JB_SC(mprotect, JB_SC_NONE, false)
-#endif
-#ifdef __NR_madvise
-    JB_SC(madvise, JB_SC_NONE, false)
-#endif
-#ifdef __NR_brk
-    JB_SC(brk, JB_SC_NONE, false)
-#endif
-#ifdef __NR_msync
-    JB_SC(msync, JB_SC_FILE_IO, false)
 #endif
 #ifdef __NR_sched_yield
     JB_SC(sched_yield, JB_SC_NONE, false)
