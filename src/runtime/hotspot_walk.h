@@ -66,7 +66,9 @@ class StackView {
   const NativeStack& s_;
   std::vector<uint64_t> pages_;
   std::vector<uint8_t> bytes_;
-  uint64_t last_page_ = 0;
+  // No page is all ones: before the first read, an address in page 0
+  // must not pass for the cached page (there are no bytes yet).
+  uint64_t last_page_ = ~uint64_t{0};
   size_t last_index_ = 0;
 };
 

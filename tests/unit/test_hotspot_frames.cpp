@@ -26,6 +26,7 @@
 #include "runtime/hotspot_find.h"
 #include "runtime/hotspot_frames.h"
 #include "runtime/hotspot_layout.h"
+#include "runtime/hotspot_walk.h"
 #include "runtime/interleave.h"
 #include "runtime/mem_reader.h"
 #include "runtime/runtime_find.h"
@@ -76,6 +77,28 @@ TEST_CASE("hotspot: UNSIGNED5 numbers, with and without the excluded null byte",
   pos = 0;
   REQUIRE(read_unsigned5(endless, pos, v, 0));
   CHECK(pos == 5);
+}
+
+TEST_CASE("hotspot: the stack view reads past its copy in pages, never from bytes it has not read", "[hotspot]") {
+  // A fuzz input found it: a first read in page 0 passed for the cached page
+  // (the cache's start value) and was copied from an empty buffer.
+  FakeMemory mem;
+  auto& page = mem.region(0x7ffd00002000, 4096);
+  page[8] = 0x2a;
+  std::vector<uint8_t> copy(64, 0x11);
+  NativeStack s;
+  s.sp = 0x7ffd00001000;
+  s.stack = copy;
+  hotspot_detail::StackView view(mem, s);
+  uint64_t w = 0;
+  CHECK_FALSE(view.word(0, &w));
+  CHECK_FALSE(view.word(8, &w));
+  REQUIRE(view.word(0x7ffd00001008, &w));  // in the copy
+  CHECK(w == 0x1111111111111111);
+  REQUIRE(view.word(0x7ffd00002008, &w));  // read live, one page
+  CHECK(w == 0x2a);
+  CHECK_FALSE(view.word(0x18, &w));        // still not page 0
+  CHECK_FALSE(view.word(0x7ffd00002009, &w));  // unaligned
 }
 
 TEST_CASE("hotspot: line number tables and the line of a bci", "[hotspot]") {
