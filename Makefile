@@ -357,5 +357,6 @@ clean:
 
 # (build/arm64 lives inside build: its dependency files are its own; so
 # are build/deb's, the package build's copy of the tree; build/kernel-lane
-# holds unpacked Debian packages.)
--include $(shell find $(OUTPUT) \( -path build/arm64 -o -path build/deb -o -path build/kernel-lane \) -prune -o -type f -name '*.d' -print 2>/dev/null)
+# holds unpacked Debian packages.) -mindepth 1: OUTPUT itself is never
+# pruned, or an arm64 build (OUTPUT=build/arm64) would read none of its own.
+-include $(shell find $(OUTPUT) -mindepth 1 \( -path build/arm64 -o -path build/deb -o -path build/kernel-lane \) -prune -o -type f -name '*.d' -print 2>/dev/null)
