@@ -449,8 +449,11 @@ def test_every_wait_bounds_tasks(boot, scenario, loop):
     janks = run.of("jank", ready["pid"])
     if len(janks) != len(long):
         problems.append(f"{len(janks)} janks for {len(long)} tasks over {THRESHOLD_MS} ms")
+    # Run counts (the scenario turns kernel.bpf_stats_enabled on): which
+    # wait hooks ran at all, should a target's tasks go unseen.
+    runs = {p["name"]: p["run_cnt"] for p in s.get("bpf", []) if "wait" in p["name"]}
     assert not problems, "\n".join(problems) + \
-        f"\nits janks: {[(brief(j), j['wait_syscall']) for j in janks]}" + run.diag()
+        f"\nits janks: {[(brief(j), j['wait_syscall']) for j in janks]}\nwait hooks' runs: {runs}" + run.diag()
 
 
 # --- threads idle in their waits at attach (issue 24) -----------------------------
@@ -729,9 +732,20 @@ def test_causes_name_fsync_io_and_major_faults(boot, scenario):
         f = [c for c in j["cause"] if c["kind"] == "fault"]
         # 10 % plus 10 µs a stretch, as in tests/e2e/test_causes.py: each
         # of hundreds of short sleeps ends at sched_wakeup, a few µs after
-        # the enqueue the app's schedstat measure starts from.
+        # the enqueue the app's schedstat measure starts from. Below the
+        # truth, arm64 under TCG adds 50 µs a stretch: jankbpf's states
+        # change at the sched_switch and sched_wakeup tracepoints, the
+        # schedstat counts at the scheduler's own clock updates, and under
+        # TCG the scheduler's work between the two (picking the next task,
+        # idle balancing) is slow. Measured per fault, jankbpf below the
+        # truth: x86_64 2 µs; arm64 28 and 39 µs (two boots of one build).
+        # Never above the truth by more than on x86_64.
         truth = task["wait_ns"] / 1e6
-        assert len(f) == 1 and abs(f[0]["ms"] - truth) <= 0.1 * truth + 0.01 * f[0]["count"], (f, truth)
+        per_switch = 0.05 if boot.arch == "arm64" else 0.01
+        got = f[0]["ms"] if len(f) == 1 else float("nan")
+        below = 0.1 * truth + per_switch * f[0]["count"] if f else 0
+        above = 0.1 * truth + 0.01 * f[0]["count"] if f else 0
+        assert len(f) == 1 and -below <= got - truth <= above, (f, truth)
         if boot.arch == "x86":
             assert "fault_address" not in missing, missing
             # The range of the faults that slept: a few first pages may
