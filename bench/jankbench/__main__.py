@@ -215,6 +215,8 @@ def guarded_main(result: list) -> None:
     except Fatal as e:
         print(f"bench: FAILED: {e}", file=sys.stderr)
         result.append(1)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2)
+        result.append(e.code if isinstance(e.code, int) else 1)
     except BaseException as e:  # noqa: BLE001 - reported, then the bench fails
         import traceback
         traceback.print_exc()
