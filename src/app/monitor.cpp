@@ -42,8 +42,8 @@ static_assert((Monitor::kTagJvmProbe & kTagMask) == Monitor::kTagJvmProbe);
 // nobody is waiting on it, and the last task's stacks deserve their time;
 // a stuck job still cannot keep it going for ever.
 // The reporter works beside the detach (most of a second with syscall
-// tracepoints, milliseconds with trampolines): half a second from the
-// request, at least 100 ms after the last drain.
+// tracepoints, seconds with trampolines under TCG: README, Stopping): half
+// a second from the request, at least 100 ms after the last drain.
 constexpr std::chrono::milliseconds kStopBudget{500};
 constexpr std::chrono::milliseconds kEndBudget{15000};
 
