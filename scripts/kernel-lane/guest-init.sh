@@ -467,6 +467,31 @@ tools_check() {
 	rm -rf "$d"
 }
 
+# A CPU stuck in the kernel (soft lockup, RCU stall, hung task): its stack
+# is printed below the console's loglevel. Every 5 s, from a CPU still free:
+# on the first report, the whole kernel log as a section, a stack of every
+# CPU (sysrq l), and the guest stops -- the host has its evidence at once.
+lockup_watch() {
+	local n=0
+	while sleep 5; do
+		dmesg | grep -qE 'soft lockup|rcu_[a-z_]+ (self-)?detected stall|detected stalls|blocked for more than' || continue
+		echo l > /proc/sysrq-trigger 2>/dev/null
+		sleep 2
+		dmesg > /tmp/lockup-dmesg
+		for p in $(pgrep -x jankbpf); do
+			for t in /proc/$p/task/*; do
+				echo "== jankbpf $p thread ${t##*/} $(cat $t/comm 2>/dev/null)"
+				cat "$t/stack" 2>/dev/null
+			done
+		done >> /tmp/lockup-dmesg
+		section lockup-dmesg 1 /tmp/lockup-dmesg
+		say "DONE $(now) lockup"
+		sync
+		poweroff -f
+	done
+}
+lockup_watch &
+
 say "GUEST $(uname -r) $(uname -m) cpus=$(grep -c ^processor /proc/cpuinfo)"
 say "FEATURES $(grep -m1 -E '^(flags|Features)' /proc/cpuinfo)"
 tools_check
