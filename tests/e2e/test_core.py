@@ -4,6 +4,7 @@ tests/apps/jank_target, whose ground truth every report is checked against.
 jankbpf's minimum --ignore-startup-time is 3 s (the seed's rule), so every
 target idles START_DELAY seconds before its first scripted task.
 """
+import json
 import os
 import re
 import signal
@@ -396,3 +397,19 @@ def test_raw_tracepoint_hooks_bound_tasks_and_leave_nothing(loop):
     assert summary["hooks"] == "raw_tracepoint", summary
     left_progs, left_links = still_loaded(progs, links)
     assert not left_progs and not left_links, (left_progs, left_links)
+
+
+def test_summary_peak_rss_is_jankbpf_own_not_the_process_it_replaced():
+    """max_rss_kb is jankbpf's own peak: a process holding 300 MB that execs
+    jankbpf must not lend it its peak (getrusage's ru_maxrss carries it
+    over exec; VmHWM does not). jankbpf itself peaks at ~25-55 MB."""
+    code = ("import os, sys\n"
+            "b = bytearray(300 << 20)\n"
+            "for i in range(0, len(b), 4096): b[i] = 1\n"
+            "os.execv(sys.argv[1], sys.argv[1:])\n")
+    p = subprocess.run(["/usr/bin/python3", "-c", code, JANKBPF, "--comm", "no_such_comm_zz",
+                        "--duration", "2", "--log-type", "1", "--log-dir", "/tmp/jankbpf-e2e-rss"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    (s,) = [json.loads(l) for l in p.stdout.splitlines() if '"summary"' in l]
+    assert 1000 < s["max_rss_kb"] < 150_000, s["max_rss_kb"]
