@@ -117,7 +117,12 @@ def wl_run(compositor, tmp_path_factory):
     truth = {"single": _truth(single), "stall": _truth(stall), "two": _truth(two)}
     pids = {k: v[0]["pid"] for k, v in truth.items()}
     time.sleep(1.2)  # the last frames' drain (every 500 ms) and their present timeout
-    metrics = urllib.request.urlopen(_metrics_url(jb), timeout=10).read().decode()
+    url = _metrics_url(jb)
+    try:
+        metrics = urllib.request.urlopen(url, timeout=10).read().decode()
+    except OSError as e:  # once in CI: refused; say whether jankbpf was still there
+        pytest.fail(f"{url}: {e}; jankbpf exit status {jb.proc.poll()} (None: running); "
+                    f"its stderr:\n{jb.stderr[-3000:]}")
     assert jb.stop() == 0, jb.stderr[-2000:]
     assert off.stop() == 0, off.stderr[-2000:]
     frames = jb.of_type("frame")
