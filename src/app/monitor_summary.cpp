@@ -18,7 +18,7 @@ namespace {
 
 // This process's own peak RSS, kB: VmHWM of its memory map. Not
 // getrusage's ru_maxrss, which exec carries over from the process it
-// replaced (a 300 MB parent made a 23 MB jankbpf report 321 MB). 0 when
+// replaced (a 300 MB parent made a 23 MB jankbpf report 315 MB). 0 when
 // /proc is not there.
 long own_peak_rss_kb() {
   FILE* f = std::fopen("/proc/self/status", "re");
