@@ -18,6 +18,10 @@ struct jb_thread {
 	__u32 wait_nr;        /* the wait the current task began from */
 	__u32 armed;          /* watchdog timer pending (timer mode) */
 	__u64 last_sample_ns; /* last stack taken in this task (on or off CPU) */
+	/* An off-CPU capture of this task's thread since it last ran (0: none),
+	 * and last_sample_ns before that capture took the period's slot. */
+	__u64 capture_ns;
+	__u64 slot_before_ns;
 	__u8 in_task;
 	__u8 crossed;
 	__u8 hung;

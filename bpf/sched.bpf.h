@@ -56,7 +56,20 @@ static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struc
 			account(t, now);
 			if (causes_enabled)
 				cause_switch_in(next, next_tid, t, now);
+			/*
+			 * Off the CPU for under a tenth of a sample period since its
+			 * capture: the period's slot goes back, so that a long sleep
+			 * right after a short stretch (a lock's hand-off, then a wait
+			 * for a GC) is captured too. --offcpu-rate bounds the copies.
+			 */
+			if (t->capture_ns && now - t->capture_ns < sample_period_ns / 10)
+				t->last_sample_ns = t->slot_before_ns;
 		}
+		t->capture_ns = 0;
+		/* Running again: a capture still waiting for its waker has none (it
+		 * was preempted, or woken before its switch-out was traced); the
+		 * next waking is that of a later sleep. */
+		t->offcpu_pending = 0;
 		t->state = JB_ST_RUNNING;
 	}
 	*now_out = now;
@@ -82,6 +95,7 @@ static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 		snapshot(t, &c);
 		if (causes_enabled)
 			cause_wakeup(p, tid, t, now);
+
 	}
 	t->state = JB_ST_RUNNABLE;
 	/*
@@ -170,8 +184,15 @@ static __always_inline void switch_hook(void *ctx, bool btf, bool preempt,
 		 * 16 KB copy.
 		 */
 		if (offcpu_enabled) {
-			if (p->early ? take_sample_slot(p, now) : !preempt && p->state != JB_ST_RUNNABLE)
+			__u64 before = p->last_sample_ns;
+
+			if (p->early ? take_sample_slot(p, now) : !preempt && p->state != JB_ST_RUNNABLE) {
+				if (p->early) {
+					p->capture_ns = now;
+					p->slot_before_ns = before;
+				}
 				capture_offcpu(ctx, prev, prev_tid, p, now);
+			}
 		}
 	}
 	if (btf && t && !t->armed)

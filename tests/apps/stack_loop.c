@@ -9,6 +9,8 @@
  *     ab:MSA:MSB phase_a spins MSA ms, then phase_b spins MSB ms (one task)
  *     block:MS   read() on a pipe until the "jt-waker" thread writes to it
  *                MS ms later
+ *     relay:N:MS N times: a 100 us nanosleep, then block:MS (a long sleep
+ *                right after a short one, as a lock's hand-off before a wait)
  * Each task runs from one epoll_wait return to the next; 200 ms idle between.
  * Prints one line per task: "task KIND BEGIN_NS END_NS" (CLOCK_MONOTONIC).
  */
@@ -125,7 +127,12 @@ static NOINLINE void run_task(const char *spec)
 		phase_b(b);
 	} else if (sscanf(spec, "block:%u", &a) == 1)
 		wait_for_pipe(a);
-	else {
+	else if (sscanf(spec, "relay:%u:%u", &a, &b) == 2) {
+		for (unsigned i = 0; i < a; i++) {
+			usleep(100);
+			wait_for_pipe(b);
+		}
+	} else {
 		fprintf(stderr, "stack_loop: unknown task '%s'\n", spec);
 		exit(2);
 	}
@@ -134,7 +141,7 @@ static NOINLINE void run_task(const char *spec)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: stack_loop START_DELAY_S deep:MS|ab:MSA:MSB|block:MS...\n");
+		fprintf(stderr, "usage: stack_loop START_DELAY_S deep:MS|ab:MSA:MSB|block:MS|relay:N:MS...\n");
 		return 2;
 	}
 	pthread_t t;

@@ -134,6 +134,21 @@ def test_blocked_thread_has_kernel_stack_user_stack_and_waker(tmp_path):
     assert "pipe_read" in open(j["external_log"][0]).read()
 
 
+def test_long_sleep_right_after_a_short_one_is_captured(tmp_path):
+    """One capture per sample period (10 ms) bounds the copies, but a
+    capture of a stretch that ended at once gives its slot back: each 60 ms
+    pipe wait that follows a 100 us nanosleep is captured, with its waker
+    and length (a JVM's thread waiting for a GC after a lock's hand-off lost
+    one wait in three to this)."""
+    (j,) = run_stack_loop(tmp_path, "relay:4:60")
+    pipe = [o for o in j["off_cpu"] if any("pipe_read" in f for f in o["kernel_stack"])]
+    assert len(pipe) == 4, [(o["state"], o.get("duration_ms"), o["kernel_stack"][:4]) for o in j["off_cpu"]]
+    assert all(55 <= o["duration_ms"] <= 75 and o["waker"]["comm"] == "jt-waker" for o in pipe), pipe
+    # No capture is given a length it did not have (a preempted one, or one
+    # woken before its switch-out was traced, has none).
+    assert sum(o.get("duration_ms") or 0 for o in j["off_cpu"]) <= j["state_ms"]["sleeping"] + j["state_ms"]["runnable"] + 1
+
+
 def test_timer_wakeup_is_an_interrupt_without_a_user_stack(tmp_path):
     """A nanosleep ends in a timer interrupt: the task it lands on is no
     waker, and its user stack (that of whatever ran there) is not read."""
