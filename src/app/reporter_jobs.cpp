@@ -211,12 +211,17 @@ void Reporter::handle(TaskJob& j) {
   auto ot = impl_->offcpu.find(rec.tid);
   if (ot != impl_->offcpu.end()) {
     double longest = 0;
-    for (const auto& o : ot->second) {
+    const auto& list = ot->second;
+    for (size_t i = 0; i < list.size(); i++) {
+      const auto& o = list[i];
       if (o.seq != ctx.seq) continue;
       if (!o.pause_kind.empty()) {
         // Held by its JVM (a GC, a safepoint) for this long, not waiting
-        // for its own reasons: said in the record.
-        uint64_t until = o.woken_ns > o.time_ns ? o.woken_ns : std::max(ctx.end_ns, o.time_ns);
+        // for its own reasons: said in the record. Without a waker its end
+        // is known only for a hang's last capture (asleep still); any other
+        // was preempted or woken before its switch-out was traced: short.
+        const bool asleep_now = hang && i + 1 == list.size();
+        uint64_t until = o.woken_ns > o.time_ns ? o.woken_ns : asleep_now ? std::max(ctx.end_ns, o.time_ns) : o.time_ns;
         double ms = static_cast<double>(until - o.time_ns) / 1e6;
         if (!rec.jvm_pause) rec.jvm_pause = JvmPause{};
         rec.jvm_pause->ms += ms;
