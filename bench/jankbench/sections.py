@@ -133,6 +133,14 @@ def footprint(doc, d):
           + f"; no-stacks run: max_rss_kb {d['nostack_summary'].get('max_rss_kb')}, traces "
           f"{d['nostack_summary'].get('traces')}. Traces are taken for tasks past the trace threshold "
           "(450 ms) of any process on the machine, so the children's CPU depends on what else runs.")
+    elf = s.get("budgets", {}).get("elf_bytes_max", 0)
+    doc.p(f"What the peak holds: at most {elf / 2**20:.1f} MiB of ELF sections were held at once "
+          "(`budgets.elf_bytes_max`). Every other process on the machine is watched too: a process "
+          "built with `-g` that janks has its symbol and DWARF sections copied (not mapped: a file "
+          "changed under a mapping would crash jankbpf) and kept with its module, so the peak "
+          "follows the largest binaries symbolized. Here the one jank not of the target was, by its "
+          "size, jankbpf's own binary (built with `-g`; nothing else that large runs here): this "
+          "scenario's `--pid` instance stopping.")
 
 
 def accuracy(doc, d):
