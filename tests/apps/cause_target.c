@@ -58,7 +58,9 @@
  *     and the run-queue delay its schedstat gained: the queueing after a
  *     wakeup is not the cause's); hog: the run_delay gained; quota: the
  *     cgroup's throttled time gained
- *   fsync and fault lines add "file" (its path) and "resident" (fault: the
+ *   every line adds "fsync_ns": fsync, the time asleep in the fsync() call
+ *   alone (0 for other steps); fsync and fault lines add "file" (its path)
+ *   and "resident" (fault: the
  *   file's pages in the page cache as the task began, by mincore)
  *   {"done":true}
  */
@@ -558,6 +560,10 @@ static char *mib_buffer(void)
 	return buf;
 }
 
+/* The fsync step: the time asleep in the fsync() call alone (the writes
+ * before it may sleep too: dirty-page throttling, allocation). */
+static uint64_t fsync_call_ns;
+
 static NOINLINE uint64_t do_fsync(unsigned mb)
 {
 	char *buf = mib_buffer();
@@ -576,9 +582,12 @@ static NOINLINE uint64_t do_fsync(unsigned mb)
 		buf[0] = (char)i; /* not all alike */
 		write_full(io_fd, buf, 1 << 20);
 	}
+	struct sched_snap f = snap();
 	if (fsync(io_fd))
 		die("fsync");
-	return asleep_ns(a, snap());
+	struct sched_snap b = snap();
+	fsync_call_ns = asleep_ns(f, b);
+	return asleep_ns(a, b);
 }
 
 /* The file the fault steps map: written and made durable once, before the loop. */
@@ -844,6 +853,7 @@ int main(int argc, char **argv)
 			plan_hold(next, lock_ms);
 		step_file[0] = 0;
 		step_resident = -1;
+		fsync_call_ns = 0;
 		if (!strncmp(argv[i], "mmaplock:", 9)) {
 			while (!atomic_load(&mmapw_ready)) /* its split for this step */
 				usleep(1000);
@@ -897,8 +907,9 @@ int main(int argc, char **argv)
 		}
 		uint64_t end = now_ns();
 		printf("{\"task\":%d,\"kind\":\"%s\",\"arg\":%u,\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64
-		       ",\"wait_ns\":%" PRIu64 ",\"hold_ns\":%" PRIu64 ",\"file\":\"%s\",\"resident\":%ld}\n",
-		       k, kind, ms, begin, end, wait, hold, step_file, step_resident);
+		       ",\"wait_ns\":%" PRIu64 ",\"hold_ns\":%" PRIu64 ",\"file\":\"%s\",\"resident\":%ld"
+		       ",\"fsync_ns\":%" PRIu64 "}\n",
+		       k, kind, ms, begin, end, wait, hold, step_file, step_resident, fsync_call_ns);
 		next = now_ns() + gap * 1000000ull;
 		its.it_value.tv_sec = next / 1000000000ull;
 		its.it_value.tv_nsec = next % 1000000000ull;
