@@ -1,10 +1,10 @@
 // The live HotSpot unit tests' target (tests/unit/test_hotspot_frames.cpp):
 // a thread named "hs-spin" spinning in work() <- helper() <- middle() <-
 // outer(); it writes one byte to stdout when it has spun for the
-// milliseconds given. Compiled, helper() is small enough to be inlined
-// into middle() (called often enough to be compiled), and work() too big to be (C2's FreqInlineSize is 325
-// bytes of bytecode): a call of its own whose return address has the
-// inlined helper() in its debug info.
+// ms given. Compiled, helper() is inlined into middle() (or both into outer()'s
+// loop compiled on the stack, if C2 does that first), and work() is too big to
+// be (C2's FreqInlineSize: 325 bytes of bytecode): a call of its own whose
+// return address has the inlined frames in its debug info. (Lines are tested.)
 public class HsSpin {
   static volatile long sink;
 
