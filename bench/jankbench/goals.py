@@ -172,12 +172,16 @@ def _lane_idle(d):
 
 def cause_named(row) -> bool:
     """A trial's cause is named: the largest slice's kind and every identity
-    key the app planted match, and its time is within 10 % of the app's own."""
+    key the app planted match, and its time is within 10 % of the app's own.
+    fsync: between the fsync() call's own time asleep (`floor_ms`) and the
+    step's (its writes may sleep too, on other things), each within 10 %."""
     got, exp = row.get("got"), row["expected"]
     if not got or row.get("ms") is None:
         return False
+    slack = row.get("slack_ms", 0)
+    low = row.get("floor_ms", row["truth_ms"])
     return all(got.get(k) == v for k, v in exp.items()) and \
-        abs(row["ms"] - row["truth_ms"]) <= 0.1 * row["truth_ms"] + row.get("slack_ms", 0)
+        0.9 * low - slack <= row["ms"] <= 1.1 * row["truth_ms"] + slack
 
 
 def _cause_counts(rows):

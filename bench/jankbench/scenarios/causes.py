@@ -201,6 +201,8 @@ def trial(name, task, ready, janks, expected):
     _, kind, ident, _ = CAUSES[name]
     j = _jank_of(janks, task)
     row = {"cause": name, "truth_ms": task["wait_ns"] / 1e6, "expected": {"kind": kind, **expected}}
+    if name == "fsync" and task.get("fsync_ns"):
+        row["floor_ms"] = task["fsync_ns"] / 1e6  # the fsync() call's own time asleep
     if j is None:
         row.update(got=None, ms=None, why=None, note="no jank over the task")
         return row
