@@ -95,7 +95,6 @@ static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 		snapshot(t, &c);
 		if (causes_enabled)
 			cause_wakeup(p, tid, t, now);
-
 	}
 	t->state = JB_ST_RUNNABLE;
 	/*
