@@ -405,8 +405,13 @@ def test_major_faults_name_the_file_and_its_range():
         assert c["count"] >= 1000, c  # a sleep per page (MADV_RANDOM): 4096 pages
         if with_address:
             assert c["file"] == task["file"], c
-            assert c["offsets"] == ["0x0", "0x1000000"], c
             assert 0.9 * 4096 <= c["faults"] <= 4096, c
+            # The range of the faults that slept: a fault whose page was
+            # already read in did not (CI once ended at 0xfff000 with 4,078
+            # of 4,096), so: within the file, holding every page counted.
+            lo, hi = (int(x, 16) for x in c["offsets"])
+            assert lo % 4096 == 0 and hi % 4096 == 0 and 0 <= lo < hi <= 16 << 20, c
+            assert hi - lo >= c["faults"] * 4096, c
             assert f"major page faults ({c['faults']} addresses) on {task['file']}" in j["why"], j["why"]
         else:
             assert "file" not in c, c
