@@ -508,16 +508,21 @@ def build_initramfs(arch, scenarios, out_path, attach_timeout, kernel_config=Non
 # there rather than at its time limit.
 STUCK_S = 60
 LOCKUP = re.compile(r"soft lockup|hard LOCKUP|detected stalls?")
+# A guest whose both vCPUs hang with interrupts off reports nothing at all
+# (seen once on 6.1 x86_64, at an attach right after the last instance's
+# exit): no scenario is silent for this long, so the boot ends there too.
+SILENT_S = 300
 
 
 class StuckWatch:
     """Reads the console as it grows: stuck once a lockup was reported and
-    no line but lockup reports came for STUCK_S."""
+    no line but lockup reports came for STUCK_S, or no line at all came for
+    SILENT_S."""
 
     def __init__(self, console):
         self.console, self.pos, self.partial = console, 0, b""
         self.progress = time.monotonic()
-        self.lockup = False
+        self.lockup = self.silent = False
 
     def stuck(self):
         try:
@@ -534,7 +539,9 @@ class StuckWatch:
                 self.lockup = True
             elif text.strip():
                 self.progress = time.monotonic()
-        return self.lockup and time.monotonic() - self.progress > STUCK_S
+        quiet = time.monotonic() - self.progress
+        self.silent = quiet > SILENT_S
+        return (self.lockup and quiet > STUCK_S) or self.silent
 
 
 class Boot:
@@ -564,6 +571,8 @@ class Boot:
         why = []
         if self.timed_out:
             why.append(f"qemu timed out after {self.limit:.0f} s")
+        elif self.stuck == "silent":
+            why.append(f"the guest was stopped after {self.elapsed:.0f} s: no output at all for {SILENT_S} s")
         elif self.stuck:
             why.append(f"the guest was stopped after {self.elapsed:.0f} s: a lockup on its console "
                        f"and no output for {STUCK_S} s")
@@ -717,7 +726,7 @@ def boot(arch, scenarios=None, out_dir=None, attach_timeout=None, log=print):
             if elapsed > limit:
                 timed_out = True
             elif watch.stuck():
-                stuck = True
+                stuck = "silent" if watch.silent else True
             else:
                 continue
             proc.kill()
