@@ -3,14 +3,13 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "app/monitor.h"
 #include "proc/process_info.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/self_status.h"
 
 namespace jankbpf {
 
@@ -20,19 +19,7 @@ namespace {
 // getrusage's ru_maxrss, which exec carries over from the process it
 // replaced (a 300 MB parent made a 23 MB jankbpf report 315 MB). 0 when
 // /proc is not there.
-long own_peak_rss_kb() {
-  FILE* f = std::fopen("/proc/self/status", "re");
-  if (!f) return 0;
-  char line[256];
-  long kb = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::strncmp(line, "VmHWM:", 6) == 0) {
-      kb = std::strtol(line + 6, nullptr, 10);
-      break;
-    }
-  std::fclose(f);
-  return kb;
-}
+long own_peak_rss_kb() { return std::strtol(self_status("VmHWM").c_str(), nullptr, 10); }
 
 }  // namespace
 

@@ -1,8 +1,9 @@
 #include "util/privileges.h"
 
-#include <fstream>
-#include <sstream>
+#include <cstdlib>
 #include <string>
+
+#include "util/self_status.h"
 
 namespace jankbpf {
 namespace {
@@ -12,12 +13,7 @@ constexpr int kCapPerfmon = 38;
 constexpr int kCapBpf = 39;
 
 unsigned long long effective_caps() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("CapEff:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
-  }
-  return 0;
+  return std::strtoull(self_status("CapEff").c_str(), nullptr, 16);
 }
 
 }  // namespace
