@@ -44,6 +44,19 @@ ARCHES = {
         # TCG only (nested KVM does not work here). -cpu max under TCG
         # boots Debian's cloud kernel; qemu64 was seen to hang.
         "machine": ["-M", "pc", "-cpu", "max"],
+        # One host thread for both vCPUs. With a thread per vCPU, qemu 7.2
+        # sometimes keeps running a stale translation of kernel text that
+        # text_poke_bp() has rewritten. When an attach or a detach flips a
+        # tracepoint's static key, a vCPU then runs the removed int3 again
+        # and again: the kernel's handler finds no int3 in memory any more
+        # (the patch is done), rewinds to the site, and the vCPU runs the
+        # stale block once more, interrupts off; the guest goes silent.
+        # Caught 2026-11-27 with the monitor (3 hangs in ~12 boots, each at
+        # the attach right after an instance's exit): both vCPUs at
+        # try_to_wake_up's trace_sched_waking site and just past
+        # poke_int3_handler in exc_int3. Emulation, not the guest kernel:
+        # on hardware the rewound CPU fetches the new instruction.
+        "accel": "tcg,thread=single",
         "console": "ttyS0",
         "triplet": "x86_64-linux-gnu",
         "interp": "/lib64/ld-linux-x86-64.so.2",
@@ -60,6 +73,9 @@ ARCHES = {
         "qemu_pkg": "qemu-system-arm",
         # -cpu max: pointer authentication, BTI, SVE, as issue 9 ran it.
         "machine": ["-M", "virt", "-cpu", "max"],
+        # arm64 flips a static key by writing one instruction, no
+        # breakpoint step: a stale translation runs the old one; no hang.
+        "accel": "tcg",
         "console": "ttyAMA0",
         "triplet": "aarch64-linux-gnu",
         "interp": "/lib/ld-linux-aarch64.so.1",
@@ -698,7 +714,7 @@ def boot(arch, scenarios=None, out_dir=None, attach_timeout=None, log=print):
             raise ValueError(f"LANE_KERNEL_ARGS {extra!r}: only letters, digits and _.,=/- allowed")
         if extra:
             append += " " + extra
-        argv = [qemu, *conf["machine"], "-accel", "tcg", "-smp", "2", "-m", "2G",
+        argv = [qemu, *conf["machine"], "-accel", conf["accel"], "-smp", "2", "-m", "2G",
                 "-nodefaults", "-display", "none", "-no-reboot", "-net", "none",
                 "-serial", f"file:{console}", "-kernel", vmlinuz, "-initrd", initrd,
                 "-append", append]
