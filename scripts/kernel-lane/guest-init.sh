@@ -178,6 +178,8 @@ watchdog_args() {
 		# Named targets: the kernel side with its JVM loop-thread check
 		# (issue 29) compiled in, which a system-wide run prunes at load.
 		comm) WD_ARGS="$WD_ARGS --comm jank_target" ;;
+		# kernel_lock's lock:contention_* hooks (opt-in, README, Why).
+		klocks) WD_ARGS="$WD_ARGS --kernel-locks" ;;
 		esac
 	done
 }

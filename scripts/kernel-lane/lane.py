@@ -100,7 +100,7 @@ TROUBLE = re.compile(r"soft lockup|hard LOCKUP|BUG:|Oops|Kernel panic|"
 SCENARIO_KINDS = ("main", "markers", "tax", "churn", "waits", "idle", "causes")
 WATCHDOGS = ("auto", "timer", "scan")
 # Options a scenario's watchdog word may carry, "+"-joined (timer+tp+v).
-RUN_OPTIONS = ("v", "vv", "tp", "tramp", "nostacks", "notrace", "comm")
+RUN_OPTIONS = ("v", "vv", "tp", "tramp", "nostacks", "notrace", "comm", "klocks")
 # Seconds each scenario may take in the guest beyond jankbpf's start-up
 # (measured on x86_64: main ~25 s, markers ~20 s, 57 s when jankbpf is slow
 # to stop; waits ~15 s; arm64 about twice that).

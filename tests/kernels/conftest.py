@@ -6,6 +6,8 @@ test per check on what the guest printed.
   LANE_REPEAT=N           run the scan-watchdog scenarios N times per boot
   JANKBPF_BUILD           x86_64 build folder (default <repo>/build)
   JANKBPF_BUILD_ARM64     arm64 build folder (default <repo>/build/arm64)
+  LANE_CONSOLE=x86:PATH   check a kept console (a boot's console.log)
+                          instead of booting
   CI=true                 anything missing (qemu, a package, a kernel, a
                           build) fails the lane instead of skipping it
 """
@@ -53,6 +55,19 @@ def _unavailable(why):
     pytest.skip(f"kernel lane cannot run: {why}")
 
 
+def _kept_consoles():
+    """LANE_CONSOLE=ARCH:PATH,...: check a console a boot left (e.g.
+    build/kernel-lane/x86/console.log) instead of booting."""
+    out = {}
+    for item in filter(None, (i.strip() for i in os.environ.get("LANE_CONSOLE", "").split(","))):
+        arch, _, path = item.partition(":")
+        if arch not in lane_mod.ARCHES or not os.path.isfile(path):
+            raise pytest.UsageError(f"LANE_CONSOLE item {item!r}: ARCH:PATH, ARCH one of "
+                                    f"{', '.join(lane_mod.ARCHES)}, PATH an existing console file")
+        out[arch] = path
+    return out
+
+
 @pytest.fixture(scope="session", params=ARCHES)
 def boot(request):
     """The one boot of this architecture, with every scenario run in it."""
@@ -65,6 +80,10 @@ def boot(request):
         else:
             print(msg, file=sys.stderr)
 
+    kept = _kept_consoles().get(arch)
+    if kept:  # a boot's console kept from before: its checks again, no boot
+        log(f"lane {arch}: checking the kept console {kept} (LANE_CONSOLE), no boot")
+        return lane_mod.Boot(arch, "kept console", kept, 0.0, False, 0, 0.0)
     try:
         return lane_mod.boot(arch, lane_mod.default_scenarios(arch, repeat()), log=log)
     except lane_mod.Unavailable as e:
