@@ -178,7 +178,8 @@ watchdog_args() {
 		# Named targets: the kernel side with its JVM loop-thread check
 		# (issue 29) compiled in, which a system-wide run prunes at load.
 		comm) WD_ARGS="$WD_ARGS --comm jank_target" ;;
-		# kernel_lock's lock:contention_* hooks (opt-in, README, Why).
+		# kernel_lock's lock:contention_* hooks: the default since
+		# 2026-11-27 (README, Why); kept for lists that name it.
 		klocks) WD_ARGS="$WD_ARGS --kernel-locks" ;;
 		esac
 	done

@@ -58,7 +58,7 @@ struct DetectorConfig {
   uint64_t frame_interval_ns = 16'666'667;  // until a process's own is known
   uint64_t frame_sample_period_ns = 4'000'000;
   bool causes = true;     // why tasks were not running (bpf/causes.bpf.h)
-  bool kernel_locks = false;  // causes' kernel_lock window (--kernel-locks)
+  bool kernel_locks = true;  // causes' kernel_lock window (off: --no-kernel-locks)
 };
 
 // bpf_stats of one program (zero unless kernel.bpf_stats_enabled is set).

@@ -56,7 +56,7 @@ void report_kernel_windows(const std::vector<KernelWindow>& windows, FeatureSet*
     std::string names;
     for (const auto& [cat, name] : w.tracepoints) names += std::string(names.empty() ? "" : ", ") + cat + ":" + name;
     if (w.off) {
-      features->set_off(w.feature, std::string("the `") + w.kind + "` cause: --kernel-locks turns it on");
+      features->set_off(w.feature, std::string("the `") + w.kind + "` cause: off by --no-kernel-locks");
       continue;
     }
     features->set(w.feature, w.present,

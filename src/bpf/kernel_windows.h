@@ -20,11 +20,11 @@ struct KernelWindow {
   const char* kind;     // the cause kind it gives
   std::vector<std::pair<const char*, const char*>> tracepoints;  // (category, name), begin/end pairs
   bool present = false;  // set by select_kernel_windows
-  bool off = false;      // not wanted (kernel_lock without --kernel-locks)
+  bool off = false;      // not wanted (kernel_lock with --no-kernel-locks)
 };
 
 // Sets autoload on the window programs; returns what each found.
-// kernel_locks: the kernel_lock window is wanted (--kernel-locks; off: it is
+// kernel_locks: the kernel_lock window is wanted (off by --no-kernel-locks: it is
 // reported as off, not missing).
 std::vector<KernelWindow> select_kernel_windows(jank_bpf* skel, bool timer, bool causes, bool kernel_locks);
 

@@ -130,9 +130,9 @@ ParseOutcome parse_options(int argc, char** argv) {
     seed_opts.push_back(app.add_option(seed_flags[i].flag, seed_values[i], seed_flags[i].help)
                             ->type_name(seed_flags[i].type));
   app.add_flag("--dev", o.dev, "Developer mode: stack quotas count per hour instead of per day");
-  app.add_flag("--kernel-locks", o.kernel_locks,
-               "Name contended kernel locks as a cause (kernel_lock: lock:contention_* hooks; off by default, see "
-               "README: Why)");
+  app.add_flag("--kernel-locks,!--no-kernel-locks", o.kernel_locks,
+               "Name contended kernel locks as a cause (kernel_lock, from the lock:contention_* tracepoints; on by "
+               "default, --no-kernel-locks leaves them unattached)");
   app.add_option("--log-dir", o.log_dir, "Where stack and trace logs go (default /var/log/jankbpf)")
       ->type_name("DIR");
   app.add_option("--log-cap", o.log_cap, "Total size of the log directory's files, e.g. 10MB (default 10MB)")

@@ -32,7 +32,7 @@ struct Options {
   // then --config FILE, then the flags.
   JankConfig jank;
   bool dev = false;                 // quotas per hour instead of per day
-  bool kernel_locks = false;        // causes' kernel_lock hooks (lock:contention_*): opt-in
+  bool kernel_locks = true;         // causes' kernel_lock hooks (lock:contention_*); --no-kernel-locks
   std::string log_dir = "/var/log/jankbpf";
   uint64_t log_cap = 10ull << 20;   // bytes
   uint32_t stack_bytes = 16384;     // user stack copied per on-CPU sample

@@ -449,8 +449,8 @@ def test_kernel_lock_names_mmap_lock_and_its_writer():
     long mprotect; the task's mincore() waits for it as a reader. The wait
     (mincore's wall time less its CPU time: asleep, then queued -- the
     stretch began inside the lock's wait, so all of it is the lock's) is
-    `kernel_lock` on `mmap_lock`, owned by mmapw."""
-    tasks, ready, janks = run(["mmaplock:30", "mmaplock:30"], jankbpf_args=("--kernel-locks",), gap=800)
+    `kernel_lock` on `mmap_lock`, owned by mmapw (on by default)."""
+    tasks, ready, janks = run(["mmaplock:30", "mmaplock:30"], gap=800)
     for task in tasks:
         j = jank_of(janks, task)
         assert_sums(j)
@@ -469,18 +469,22 @@ def test_kernel_lock_names_mmap_lock_and_its_writer():
         assert task["wait_ns"] > 15e6, task  # the wait was long enough to matter
 
 
-def test_kernel_lock_is_off_without_its_option():
-    """Opt-in (README, Why: kernel_lock): without --kernel-locks no
-    lock:contention_* hook is attached, --check says so, and the same wait
-    is never a kernel_lock slice."""
-    tasks, ready, janks = run(["mmaplock:30"], gap=800)
+def test_kernel_lock_is_off_with_no_kernel_locks():
+    """--no-kernel-locks (README, Why: kernel_lock): no lock:contention_*
+    hook is attached, --check says it is off (not missing), and the same
+    wait is never a kernel_lock slice."""
+    tasks, ready, janks = run(["mmaplock:30"], jankbpf_args=("--no-kernel-locks",), gap=800)
     for task in tasks:
         j = jank_of(janks, task)
         assert_sums(j)
         assert not [c for c in j["cause"] if c["kind"] == "kernel_lock"], j["cause"]
+    out = subprocess.run([os.path.join(BUILD, "jankbpf"), "--check", "--no-kernel-locks"],
+                         capture_output=True, text=True, timeout=60)
+    line = next((l for l in out.stdout.splitlines() if "cause_kernel_lock" in l), "")
+    assert " off " in f" {line} " and "--no-kernel-locks" in line, out.stdout[-2000:]
     out = subprocess.run([os.path.join(BUILD, "jankbpf"), "--check"], capture_output=True, text=True, timeout=60)
     line = next((l for l in out.stdout.splitlines() if "cause_kernel_lock" in l), "")
-    assert "--kernel-locks" in line, out.stdout[-2000:]
+    assert line and "--no-kernel-locks" not in line and " off " not in f" {line} ", out.stdout[-2000:]
 
 
 def _memory_roots():
