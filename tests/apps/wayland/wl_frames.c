@@ -388,6 +388,9 @@ int main(int argc, char **argv)
 		xdg_toplevel_set_title(s->toplevel, i ? "wl_frames second" : "wl_frames");
 		make_buffers(s);
 		wl_surface_commit(s->wl);
+		/* Its protocol id (jankbpf's "wl_surface@N"): 3 when the last
+		 * roundtrip's callback id was already given back, else a new one. */
+		printf("{\"surface_id\":{\"surface\":%d,\"id\":%u}}\n", i, wl_proxy_get_id((struct wl_proxy *)s->wl));
 	}
 	/* The event loop: poll(2) on the display, as toolkits wait. */
 	while (app.done_surfaces < app.nsurfaces) {
