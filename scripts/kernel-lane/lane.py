@@ -563,7 +563,7 @@ class StuckWatch:
 class Boot:
     """One boot's outcome: the console text, its sections, and trouble."""
 
-    stuck = False
+    stuck = ""  # why the boot was stopped early: "silent", "lockup" or ""
 
     def __init__(self, arch, kernel_pkg, console_path, elapsed, timed_out, rc, limit):
         self.arch = arch
@@ -589,7 +589,7 @@ class Boot:
             why.append(f"qemu timed out after {self.limit:.0f} s")
         elif self.stuck == "silent":
             why.append(f"the guest was stopped after {self.elapsed:.0f} s: no output at all for {SILENT_S} s")
-        elif self.stuck:
+        elif self.stuck == "lockup":
             why.append(f"the guest was stopped after {self.elapsed:.0f} s: a lockup on its console "
                        f"and no output for {STUCK_S} s")
         elif not self.done:
@@ -729,7 +729,7 @@ def boot(arch, scenarios=None, out_dir=None, attach_timeout=None, log=print):
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT)
-        timed_out = stuck = False
+        timed_out, stuck = False, ""
         qout = b""
         watch = StuckWatch(console)
         while True:
@@ -742,7 +742,7 @@ def boot(arch, scenarios=None, out_dir=None, attach_timeout=None, log=print):
             if elapsed > limit:
                 timed_out = True
             elif watch.stuck():
-                stuck = "silent" if watch.silent else True
+                stuck = "silent" if watch.silent else "lockup"
             else:
                 continue
             proc.kill()
