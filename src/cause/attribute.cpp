@@ -12,7 +12,9 @@
 namespace jankbpf::cause {
 namespace {
 
-constexpr double kMinMs = 0.05;  // below this a remainder is rounding, not a cause
+// Below this a remainder is rounding, not time: records print ms with three
+// decimals, and their slices must sum to the non-running time at that grain.
+constexpr double kMinMs = 0.001;
 constexpr size_t kStackFrames = 6;
 
 double ms_of(uint64_t ns) { return static_cast<double>(ns) / 1e6; }

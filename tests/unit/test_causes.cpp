@@ -219,6 +219,23 @@ TEST_CASE("slices sum to the non-running time: a remainder is other, unattribute
     CHECK(r.cause[1].unattributed);
     CHECK(r.cause[1].ms == Approx(50));
   }
+  SECTION("a remainder of tens of microseconds is said too: sums hold to the printed grain") {
+    auto e = event();
+    add(e, JB_CAUSE_RUNNABLE, 0.973);
+    e.kind_ns[JB_CAUSE_RECLAIM] += 20'000;  // a kind's time with no slot: 0.02 ms
+    Evidence ev;
+    ev.causes = e;
+    auto r = record(40, 1.002, 0);
+    attribute(r, ev, true, ids, stacks);
+    CHECK(total(r) == Approx(1.002).margin(0.0005));
+    bool reclaim = false, other = false;
+    for (const auto& c : r.cause) {
+      reclaim |= c.kind == "reclaim" && c.ms == Approx(0.02);
+      other |= c.unattributed && c.ms == Approx(0.009).margin(0.0005);
+    }
+    CHECK(reclaim);
+    CHECK(other);
+  }
   SECTION("time past the slots keeps its kind") {
     auto e = event();
     add(e, JB_CAUSE_RUNNABLE, 40);
