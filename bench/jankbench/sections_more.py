@@ -28,6 +28,26 @@ def lane_tax(doc, d):
         doc.table(["waits hooked by", "loop", "without", "with jankbpf", "after", "ratio", "every round"],
                   [[kind, loop, f(x["before"]), f(x["during"]), f(x["after"]), fmt(lane_ratio(x), ".3f") + "×",
                     rounds(x)] for kind, loop, x in loops])
+    stats = [(kind, loop, r, x) for kind, r in d.get("kinds", {}).items()
+             for loop, x in r.get("stats", {}).items()]
+    if stats:
+        doc.p("Where the tax goes: one more attach per hook kind with `kernel.bpf_stats_enabled=1`, each loop "
+              "run once between two snapshots of jankbpf's programs (`bpftool prog show`). *BPF ns* is the "
+              "time inside the programs per operation (the kernel's run_time_ns); *the rest* is the "
+              "measured tax minus it: what the kernel spends reaching the programs (the tracepoint or "
+              "trampoline call, its recursion guard and RCU section) and the syscall slow path a "
+              "syscall tracepoint puts every task on.")
+        rows = []
+        for kind, loop, r, x in stats:
+            timed = r if loop == "getppid" else r.get("loops", {}).get(loop, {})
+            base = [v for v in (timed.get("before"), timed.get("after")) if v]
+            tax = timed["during"] - sum(base) / len(base) if base and timed.get("during") else None
+            progs = ", ".join(f"{n} {p['runs_per_op']:.2f}" for n, p in
+                              sorted(x["programs"].items(), key=lambda kv: -kv[1]["ns_per_op"])[:5]) or "none"
+            rows.append([kind, loop, f"{x['runs_per_op']:.2f}", progs, f"{x['ns_per_op']:.0f}",
+                         fmt(tax, ".0f"), fmt(tax - x["ns_per_op"] if tax is not None else None, ".0f")])
+        doc.table(["waits hooked by", "loop", "program runs per op", "programs (runs per op, top 5 by time)",
+                   "BPF ns per op", "tax ns per op", "the rest"], rows)
 
 
 def lane_idle(doc, d):

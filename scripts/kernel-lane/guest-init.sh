@@ -429,7 +429,35 @@ scenario_tax() {
 		fi
 	done
 	tax_loops "$d" "a$((${LANE_TAX_ROUNDS:-3} + 1))"
+	tax_stats "$d"
 	emit "$name" "$d"
+}
+
+# Where the tax goes: one more attach with kernel.bpf_stats_enabled=1, each
+# loop run once between two snapshots of jankbpf's programs' run_cnt and
+# run_time_ns (the time inside the programs; what the kernel spends reaching
+# them is not in it). Its loops' own ns are not compared: the stats cost too.
+tax_stats() {
+	local d=$1 loop
+	[ -w /proc/sys/kernel/bpf_stats_enabled ] || return 0
+	echo 1 > /proc/sys/kernel/bpf_stats_enabled
+	if start_jankbpf "$d" --log-type 1 --log-dir "$d/logs" $WD_ARGS; then
+		for loop in getppid fault futex blockio; do
+			[ "$loop" = blockio ] && [ ! -b /dev/nullb0 ] && continue
+			bpftool prog show 2>&1 | grep ' name jb_' > "$d/target-stats-$loop-before"
+			case $loop in
+			getppid) getppid 200000 1 ;;
+			fault) taxbench fault 20000 1 ;;
+			futex) taxbench futex 5000 1 ;;
+			blockio) taxbench blockio /dev/nullb0 20000 1 ;;
+			esac > "$d/target-stats-$loop-loop" 2>&1
+			bpftool prog show 2>&1 | grep ' name jb_' > "$d/target-stats-$loop-after"
+		done
+		wait_exit "$d" 60 INT
+	else
+		not_attached "$d" $?
+	fi
+	echo 0 > /proc/sys/kernel/bpf_stats_enabled
 }
 
 # churn: start and stop jankbpf 20 times in a row (attach and detach patch

@@ -149,8 +149,8 @@ def scenario_seconds(kind, attach_timeout):
         return 10 + idle_trials() * (SCENARIO_S["idle"] + attach_timeout / 2)
     if kind == "causes":  # ~5 s of planted tasks and a quota task per trial, slower under TCG
         return SCENARIO_S[kind] + (cause_trials() - 1) * 12 + attach_timeout / 2
-    if kind == "tax":  # per round: an attach, the loops with and without, a stop
-        return 20 + tax_rounds() * (SCENARIO_S["tax"] / 3 + attach_timeout / 2)
+    if kind == "tax":  # per round: an attach, the loops with and without, a stop; then the stats attach
+        return 20 + (tax_rounds() + 1) * (SCENARIO_S["tax"] / 3 + attach_timeout / 2)
     return SCENARIO_S[kind] + attach_timeout / 2
 
 

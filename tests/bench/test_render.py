@@ -478,3 +478,30 @@ def test_lane_cause_loops_judged_each():
     old = lane(100)
     del old["kinds"]["trampoline"]["loops"]
     assert rows(res(old))["lane-tax-causes"]["state"] == "error"
+
+
+def test_lane_tax_stats_say_where_the_tax_goes():
+    """The stats attach: bpftool's run counts and times before and after a
+    loop become runs and BPF ns per operation, and the section sets them
+    beside the measured tax (the rest: the kernel's dispatch)."""
+    from jankbench.scenarios import lane as lane_scn
+    before = ("7: tracing  name jb_switch_btf  tag 01  gpl run_time_ns 1000 run_cnt 10\n"
+              "8: tracing  name jb_waking_btf  tag 02  gpl run_time_ns 500 run_cnt 5\n")
+    after = ("7: tracing  name jb_switch_btf  tag 01  gpl run_time_ns 501000 run_cnt 5010\n"
+             "8: tracing  name jb_waking_btf  tag 02  gpl run_time_ns 250500 run_cnt 5005\n"
+             "9: tracing  name jb_wakeup_btf  tag 03  gpl run_time_ns 0 run_cnt 0\n")
+    files = {"target-stats-futex-before": before, "target-stats-futex-after": after}
+    st = lane_scn._stats(lambda item: files.get(item, ""))
+    assert list(st) == ["futex"]
+    f = st["futex"]
+    assert f["programs"]["jb_switch_btf"] == {"runs_per_op": 1.0, "ns_per_op": 100.0}
+    assert f["programs"]["jb_waking_btf"] == {"runs_per_op": 1.0, "ns_per_op": 50.0}
+    assert "jb_wakeup_btf" not in f["programs"]  # did not run
+    assert f["runs_per_op"] == 2.0 and f["ns_per_op"] == 150.0
+    loop = {"before": 6000, "during": 6800, "after": 6000, "rounds": [{}]}
+    data = {"kernel": "k", "health": "ok", "kinds": {"trampoline": {
+        "before": 100, "during": 101, "after": 100, "hooks_used": "trampoline",
+        "loops": {"futex": loop}, "stats": st}}}
+    md, _, _ = report.render({"lane_tax": {"scenario": "lane_tax", "provenance": {}, "data": data}}, stale=fresh)
+    row = next(l for l in md.splitlines() if l.startswith("| trampoline | futex | 2.00"))
+    assert "| 150 | 800 | 650 |" in row, row

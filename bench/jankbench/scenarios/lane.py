@@ -7,7 +7,9 @@ A on either side, the median round the figure. Emulated (TCG) nanoseconds are no
 native ones: the ratios are the figure. Beside getppid, the same way, the
 cause hooks' tax (bench/taxbench.c): ns per minor page fault, per futex
 hand-off between two threads, per O_DIRECT 4 KiB read of a null_blk
-device (issue 27 item 5)."""
+device (issue 27 item 5). Then where that tax goes: one more attach with
+kernel.bpf_stats_enabled=1, each loop once between two snapshots of
+jankbpf's programs' run counts and run times (_stats)."""
 from __future__ import annotations
 
 import os
@@ -20,6 +22,8 @@ from ..procs import NotMeasured, say
 KINDS = {"tracepoint": "tp", "trampoline": "tramp"}
 # taxbench's loops: the guest's target file prefix (getppid's is bare).
 LOOPS = {"fault": "target-fault-", "futex": "target-futex-", "blockio": "target-blockio-"}
+# Operations in one run of each loop in the stats attach (guest-init.sh, tax_stats).
+STATS_OPS = {"getppid": 200000, "fault": 20000, "futex": 5000, "blockio": 20000}
 
 
 def _best(text: str) -> float | None:
@@ -45,7 +49,39 @@ def lane_tax(ctx) -> dict:
         summary = next((l for l in get("records").splitlines() if '"type":"summary"' in l), "")
         hooks = re.search(r'"hooks":"(\w+)"', summary)
         res["kinds"][kind] = {**_rounds(get, "target-"), "hooks_used": hooks.group(1) if hooks else None,
-                              "loops": {loop: _rounds(get, prefix) for loop, prefix in LOOPS.items()}}
+                              "loops": {loop: _rounds(get, prefix) for loop, prefix in LOOPS.items()},
+                              "stats": _stats(get)}
+    return res
+
+
+def _prog_stats(text: str) -> dict:
+    """{program name: (run_cnt, run_time_ns)} of `bpftool prog show` lines
+    (a name the kernel cut to 15 characters may be shared: summed)."""
+    out = {}
+    for line in (text or "").splitlines():
+        m = re.search(r" name (\w+) .* run_time_ns (\d+) run_cnt (\d+)", line)
+        if m:
+            cnt, ns = out.get(m.group(1), (0, 0))
+            out[m.group(1)] = (cnt + int(m.group(3)), ns + int(m.group(2)))
+    return out
+
+
+def _stats(get) -> dict:
+    """Per loop: jankbpf's programs that ran during one run of it, each
+    one's runs and ns per operation, and their sums."""
+    res = {}
+    for loop, ops in STATS_OPS.items():
+        before, after = _prog_stats(get(f"target-stats-{loop}-before")), _prog_stats(get(f"target-stats-{loop}-after"))
+        if not after:
+            continue
+        progs = {}
+        for name, (cnt, ns) in after.items():
+            c0, n0 = before.get(name, (0, 0))
+            if cnt > c0:
+                progs[name] = {"runs_per_op": round((cnt - c0) / ops, 4), "ns_per_op": round((ns - n0) / ops, 2)}
+        res[loop] = {"ops": ops, "programs": progs,
+                     "runs_per_op": round(sum(p["runs_per_op"] for p in progs.values()), 4),
+                     "ns_per_op": round(sum(p["ns_per_op"] for p in progs.values()), 2)}
     return res
 
 
