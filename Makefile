@@ -151,7 +151,7 @@ ifeq ($(HOST_ARCH),x86)
 	@scripts/install-deps.sh kernels
 	@[ -n "$$JANKBPF_BUILD" ] || $(MAKE) --no-print-directory all apps
 	@[ -n "$$JANKBPF_BUILD_ARM64" ] || $(MAKE) --no-print-directory ARCH=arm64 all apps
-	timeout 1500 /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/kernels
+	timeout 1500 /usr/bin/python3 -m pytest -v --durations=10 -p no:cacheprovider tests/kernels
 else
 	@echo "kernels: the kernel lane needs an x86_64 host (it boots x86_64 and arm64 guests)" >&2
 	@[ "$$CI" != true ]
@@ -167,7 +167,7 @@ unit: $(OUTPUT)/jankbpf-unit
 	scripts/run-unit.sh $(OUTPUT)/jankbpf-unit
 
 e2e: $(OUTPUT)/jankbpf $(APPS)
-	JANKBPF_BUILD=$(abspath $(OUTPUT)) /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/e2e
+	JANKBPF_BUILD=$(abspath $(OUTPUT)) /usr/bin/python3 -m pytest -v --durations=30 -p no:cacheprovider tests/e2e
 
 # The files the package installs (unit, logrotate snippet, man page):
 # quick, no package build.
@@ -207,8 +207,8 @@ FUZZ_SRCS_fuzz_perf_map := stack/perf_map stack/maps util/safe_open util/budget
 FUZZ_SRCS_fuzz_perf_sample := stack/perf_sample arch/arch
 FUZZ_SRCS_fuzz_config := config/jank_config
 FUZZ_SRCS_fuzz_elf_notes := stack/elf_image elf/build_id markers/probe_elf stack/kallsyms \
-	stack/maps util/safe_open util/budget
-FUZZ_LIBS_fuzz_elf_notes := -lelf -ldw -lz
+	stack/maps util/safe_open util/budget util/lazy_pages
+FUZZ_LIBS_fuzz_elf_notes := -lelf -ldw -lz -lpthread
 FUZZ_SRCS_fuzz_marker_spec := markers/marker_spec
 # wait_state_name() lives in the resolver, which brings the stack library.
 FUZZ_SRCS_fuzz_stack_tree := $(patsubst src/%.cpp,%,$(filter src/stack/%.cpp src/util/%.cpp src/arch/%.cpp src/elf/%.cpp,$(SRCS))) \

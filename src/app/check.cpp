@@ -10,6 +10,7 @@
 #include "bpf/detector.h"
 #include "bpf/features.h"
 #include "frame/frame_check.h"
+#include "util/lazy_pages.h"
 #include "util/tracefs.h"
 
 namespace jankbpf {
@@ -33,6 +34,9 @@ int run_check(const Options& opts) {
   ok = probe::trace_cmd(&detail);
   features.set("trace_cmd", ok, detail, ok ? "" : "traces saved as text");
   frame::check_frames(opts.frames, features);  // Wayland frames, the DRM side
+  ok = util::LazyPages::get().available(&detail);
+  features.set("lazy_dwarf", ok, ok ? "DWARF read from binaries as stacks need it (userfaultfd)" : detail,
+               ok ? "" : "each binary's DWARF copied whole when first needed (more memory)");
 
   utsname u{};
   uname(&u);

@@ -21,6 +21,7 @@
 #include "cause/irq_text.h"
 #include "stack/maps.h"
 #include "jankbpf/events.h"
+#include "util/lazy_pages.h"
 #include "util/log.h"
 #include "util/budget.h"
 
@@ -318,6 +319,9 @@ bool Monitor::start_stacks() {
     return true;
   }
   features_.set("perf_sampling", true, "cpu-clock events with user registers and stack");
+  std::string lazy_why;
+  if (!util::LazyPages::get().available(&lazy_why))
+    features_.set("lazy_dwarf", false, lazy_why, "each binary's DWARF copied whole when first needed");
   // The reporter parses samples with the sampler's sample_type.
   reporter_->set_perf_sample_type(sampler_.sample_type());
   size_t i = 0;

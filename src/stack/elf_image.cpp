@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "elf/build_id.h"
+#include "util/lazy_pages.h"
 
 namespace jankbpf::stack {
 namespace {
@@ -571,6 +572,7 @@ bool ElfImage::load_dwarf(std::chrono::steady_clock::time_point until) {
     dwarf_ = Dwarf::Refused;  // the file is gone (or replaced): no DWARF from it
     return false;
   }
+  if (limits_.lazy_dwarf && d.range == 0 && d.done == 0 && load_dwarf_lazily(fd->get())) d.range = d.ranges.size();
   while (d.range < d.ranges.size()) {
     const auto& [off, len] = d.ranges[d.range];
     if (!copy_range(fd->get(), off, len, until, &d.done)) {
@@ -592,6 +594,48 @@ bool ElfImage::load_dwarf(std::chrono::steady_clock::time_point until) {
   recount();
   dwarf_ = Dwarf::Loaded;
   d = Deferred{};
+  return true;
+}
+
+// The DWARF's pages are registered to be read from the file at first touch.
+// A page it shares with a section copied before (present already, so never
+// faulted) gets the DWARF's bytes in it now; every other page of its span
+// holds file bytes only, the file's own, read whole.
+bool ElfImage::load_dwarf_lazily(int fd) {
+  auto& lazy = util::LazyPages::get();
+  if (!lazy.available()) return false;
+  const uint64_t ps = page_size();
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (const auto& [off, len] : deferred_.ranges) {
+    if (!len) continue;
+    lo = std::min(lo, off);
+    hi = std::max(hi, off + len);
+  }
+  if (lo >= hi) return false;
+  for (const auto& [off, len] : deferred_.ranges) {
+    if (!len) continue;
+    const uint64_t end = off + len;
+    const uint64_t head = std::min(end, (off / ps + 1) * ps);  // the rest of its first page
+    const uint64_t tail = std::max(head, (end - 1) / ps * ps);  // the start of its last page
+    if (!pread_full(fd, image_ + off, head - off, off)) return false;
+    if (tail < end && !pread_full(fd, image_ + tail, end - tail, tail)) return false;
+  }
+  lo = lo / ps * ps;
+  hi = std::min<uint64_t>((hi + ps - 1) / ps * ps, (image_size_ + ps - 1) / ps * ps);
+  auto fill = [this](uint64_t off, char* buf, size_t n) -> size_t {
+    auto f = SourcePool::get().fd_of(this, source_.get());
+    if (!f || !*f) return 0;  // gone or replaced: zeros, which libdw refuses
+    size_t got = 0;
+    while (got < n) {
+      ssize_t r = ::pread(f->get(), buf + got, n - got, static_cast<off_t>(off + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    return got;
+  };
+  if (!lazy.add(image_ + lo, hi - lo, lo, fill)) return false;
+  lazy_ = image_ + lo;
   return true;
 }
 
@@ -628,6 +672,7 @@ bool ElfImage::init_from_copy() {
 
 ElfImage::~ElfImage() {
   if (elf_) elf_end(elf_);
+  if (lazy_) util::LazyPages::get().remove(lazy_);  // before the unmap: no fault served from it after
   if (image_) ::munmap(image_, image_size_);
   SourcePool::get().drop(this);
 }

@@ -63,6 +63,9 @@ struct ElfCopyLimits {
   // long (those not copied by then are left out); DWARF, copied later, has
   // load_dwarf()'s own.
   std::chrono::milliseconds time = std::chrono::milliseconds::max();
+  // DWARF read from the file page by page as libdw touches it
+  // (util/lazy_pages.h), where userfaultfd works; else copied whole.
+  bool lazy_dwarf = true;
 };
 
 // A source that reopens `path` (open_untrusted with `policy`) and takes it
@@ -107,9 +110,11 @@ class ElfImage {
   // The file has DWARF that is (or may yet be) copied: load_dwarf().
   bool has_dwarf() const { return dwarf_ == Dwarf::Loaded || dwarf_ == Dwarf::Pending; }
   // DWARF is the bulk of a file and only names lines: it is copied when
-  // first needed, a slice at a time (until `until`, each call), charged
-  // then. True once it is all in the copy (and seen by new_handle()'s
-  // handles); false while some remains, or when it is refused (its budget).
+  // first needed, charged then (for all of it). With lazy_dwarf its pages
+  // are read on first touch; else it is copied a slice at a time (until
+  // `until`, each call). True once it is all in the copy (and seen by
+  // new_handle()'s handles); false while some remains, or when it is
+  // refused (its budget).
   bool load_dwarf(std::chrono::steady_clock::time_point until);
   uint64_t file_size() const { return size_; }
   // Of the original file.
@@ -158,6 +163,8 @@ class ElfImage {
   bool read_file(uint64_t off, void* out, size_t len) const;
 
   char* image_ = nullptr;  // anonymous mapping of image_size_ bytes
+  char* lazy_ = nullptr;   // the start of its pages filled on first touch, if any
+  bool load_dwarf_lazily(int fd);
   size_t image_size_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> ranges_;  // copied [begin, end), sorted, merged
   BudgetLedger::Charge charge_;

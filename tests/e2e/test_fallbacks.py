@@ -97,3 +97,30 @@ def test_check_prints_the_feature_table(tmp_path):
                        env={**os.environ, "JANKBPF_DISABLE": "bpf_task_from_pid,offcpu_capture"})
     assert re.search(r"^bpf_task_from_pid\s+NO .*instead: per-thread state in a tid hash", p.stdout, re.M)
     assert re.search(r"^offcpu_capture\s+NO .*instead: no stacks of sleeping threads", p.stdout, re.M)
+
+
+def test_dwarf_read_lazily_or_copied_whole_names_the_same_lines(tmp_path):
+    """With userfaultfd (the default) a binary's DWARF is read page by page
+    as stacks touch it; with it refused, copied whole. The heaviest stack's
+    functions and their file:line are the same either way, and only the
+    refused run lists lazy_dwarf as missing."""
+    def frames(env, sub):
+        d = tmp_path / sub
+        d.mkdir()
+        rc, records, err = run_jankbpf("--ignore-startup-time", "3", "--log-type", "1", "--log-dir", str(d),
+                                       "--", STACK_LOOP, "3.3", "deep:400", env=env)
+        assert rc == 0, err
+        (j,) = [r for r in records if r["type"] == "jank"]
+        (s,) = [r for r in records if r["type"] == "summary"]
+        lines = [(f["symbol"], f.get("file", "")) for f in j["stack"] if f.get("symbol") in MINE]
+        return lines, set(s["features_missing"]) - {"trampolines"}, err
+    MINE = ("inner", "middle", "outer", "main")
+    # inner's line is where its sample fell; its callers' are their call sites.
+    strip = lambda lines: [(sym, f.rsplit(":", 1)[0] if sym == "inner" else f) for sym, f in lines]  # noqa: E731
+    lazy, lazy_missing, _ = frames({}, "lazy")
+    whole, whole_missing, err = frames({"JANKBPF_DISABLE": "lazy_dwarf"}, "whole")
+    assert set(MINE) <= {sym for sym, _ in lazy}, lazy
+    assert all(re.search(r"stack_loop\.c:\d+$", f) for _, f in lazy), lazy
+    assert strip(lazy) == strip(whole), (lazy, whole)
+    assert lazy_missing == set() and whole_missing == {"lazy_dwarf"}, (lazy_missing, whole_missing)
+    assert "lazy_dwarf not available" in err, err

@@ -1,0 +1,193 @@
+#include "util/lazy_pages.h"
+
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace jankbpf::util {
+namespace {
+
+// Pages filled per fault: a compile unit's DIEs and line program are read
+// in order, so the next pages are usually wanted too.
+constexpr size_t kFillPages = 16;
+
+size_t page() {
+  static const size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+// JANKBPF_DISABLE=...,lazy_dwarf,... (bpf/features.h's list; tests take the fallback).
+bool disabled_by_env() {
+  const char* env = getenv("JANKBPF_DISABLE");
+  return env && (std::string(",") + env + ",").find(",lazy_dwarf,") != std::string::npos;
+}
+
+}  // namespace
+
+struct LazyPages::State {
+  struct Region {
+    size_t len;
+    uint64_t file_off;
+    Filler fill;
+  };
+  std::mutex mu;  // held while a fault is served: remove() waits for it
+  std::map<uintptr_t, Region> regions;
+  int uffd = -1;
+  std::string why;  // why not available
+  bool started = false;
+  std::atomic<uint64_t> filled{0};
+  std::vector<char> buf;
+
+  bool start() {
+    if (started) return uffd >= 0;
+    started = true;
+    if (disabled_by_env()) {
+      why = "disabled by JANKBPF_DISABLE";
+      return false;
+    }
+    int fd = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC));
+    if (fd < 0) {
+      why = std::string("userfaultfd: ") + strerror(errno);
+      return false;
+    }
+    uffdio_api api{};
+    api.api = UFFD_API;
+    if (::ioctl(fd, UFFDIO_API, &api) != 0) {
+      why = std::string("UFFDIO_API: ") + strerror(errno);
+      ::close(fd);
+      return false;
+    }
+    buf.resize(kFillPages * page());
+    uffd = fd;  // before the thread reads it
+    try {
+      std::thread([this] { serve(); }).detach();
+    } catch (const std::exception& e) {
+      why = std::string("no thread to serve faults: ") + e.what();
+      uffd = -1;
+      ::close(fd);
+      return false;
+    }
+    return true;
+  }
+
+  // The faulting page and up to kFillPages - 1 after it, within its region.
+  void fill_at(uintptr_t addr) {
+    std::lock_guard lk(mu);
+    auto it = regions.upper_bound(addr);
+    const size_t ps = page();
+    if (it == regions.begin() || addr >= std::prev(it)->first + std::prev(it)->second.len) {
+      // Removed meanwhile (its owner is gone): unblock the thread with zeros.
+      uffdio_zeropage z{};
+      z.range.start = addr;
+      z.range.len = ps;
+      if (::ioctl(uffd, UFFDIO_ZEROPAGE, &z) != 0) wake(addr);
+      return;
+    }
+    --it;
+    const Region& r = it->second;
+    const uintptr_t end = it->first + r.len;
+    size_t n = std::min<size_t>(kFillPages * ps, end - addr);
+    size_t got = 0;
+    try {
+      got = r.fill(r.file_off + (addr - it->first), buf.data(), n);
+    } catch (...) {
+      got = 0;
+    }
+    if (got > n) got = 0;
+    std::memset(buf.data() + got, 0, n - got);
+    if (copy(addr, n)) return;
+    // A page after the faulting one was already there: the faulting one alone.
+    if (n > ps && copy(addr, ps)) return;
+    wake(addr);  // filled by another fault meanwhile
+  }
+
+  bool copy(uintptr_t addr, size_t n) {
+    uffdio_copy c{};
+    c.dst = addr;
+    c.src = reinterpret_cast<uintptr_t>(buf.data());
+    c.len = n;
+    if (::ioctl(uffd, UFFDIO_COPY, &c) == 0) {
+      filled += n / page();
+      return true;
+    }
+    return false;
+  }
+
+  void wake(uintptr_t addr) {
+    uffdio_range r{addr, page()};
+    ::ioctl(uffd, UFFDIO_WAKE, &r);
+  }
+
+  // Never returns: a thread faulting in a region waits for this one.
+  void serve() {
+    for (;;) {
+      uffd_msg msg;
+      ssize_t n = ::read(uffd, &msg, sizeof msg);
+      if (n != static_cast<ssize_t>(sizeof msg)) {
+        if (n < 0 && errno != EINTR && errno != EAGAIN) ::usleep(10000);  // not expected: no spin
+        continue;
+      }
+      if (msg.event != UFFD_EVENT_PAGEFAULT) continue;
+      fill_at(static_cast<uintptr_t>(msg.arg.pagefault.address) & ~static_cast<uintptr_t>(page() - 1));
+    }
+  }
+};
+
+LazyPages::LazyPages() : s_(new State) {}
+
+LazyPages& LazyPages::get() {
+  static LazyPages* lp = new LazyPages;  // never destroyed: its thread serves until exit
+  return *lp;
+}
+
+bool LazyPages::available(std::string* why) {
+  std::lock_guard lk(s_->mu);
+  bool ok = s_->start();
+  if (!ok && why) *why = s_->why;
+  return ok;
+}
+
+bool LazyPages::add(void* addr, size_t len, uint64_t file_off, Filler fill) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  if (!len || a % page() || len % page() || !fill) return false;
+  std::lock_guard lk(s_->mu);
+  if (!s_->start()) return false;
+  uffdio_register reg{};
+  reg.range.start = a;
+  reg.range.len = len;
+  reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+  if (::ioctl(s_->uffd, UFFDIO_REGISTER, &reg) != 0) return false;
+  if (!(reg.ioctls & (uint64_t{1} << _UFFDIO_COPY))) {
+    uffdio_range r{a, len};
+    ::ioctl(s_->uffd, UFFDIO_UNREGISTER, &r);
+    return false;
+  }
+  s_->regions[a] = State::Region{len, file_off, std::move(fill)};
+  return true;
+}
+
+void LazyPages::remove(void* addr) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  std::lock_guard lk(s_->mu);
+  auto it = s_->regions.find(a);
+  if (it == s_->regions.end()) return;
+  uffdio_range r{a, it->second.len};
+  ::ioctl(s_->uffd, UFFDIO_UNREGISTER, &r);
+  s_->regions.erase(it);
+}
+
+uint64_t LazyPages::pages_filled() const { return s_->filled.load(); }
+
+}  // namespace jankbpf::util

@@ -1,0 +1,171 @@
+// util/lazy_pages: a private copy of a file filled at first touch, and the
+// DWARF of a -g binary read that way (issue 30: peak RSS with stacks).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "stack/elf_image.h"
+#include "stack/module.h"
+#include "util/lazy_pages.h"
+#include "util/self_status.h"
+
+using namespace jankbpf;
+
+namespace {
+
+struct PatternFile {
+  std::string path;
+  int fd = -1;
+  explicit PatternFile(size_t bytes) {
+    char tmpl[] = "/tmp/jankbpf-lazy-XXXXXX";
+    fd = mkstemp(tmpl);
+    path = tmpl;
+    std::vector<uint32_t> words(bytes / 4);
+    for (size_t i = 0; i < words.size(); ++i) words[i] = static_cast<uint32_t>(i * 4) ^ 0x5a5a5a5au;
+    REQUIRE(::pwrite(fd, words.data(), bytes, 0) == static_cast<ssize_t>(bytes));
+  }
+  ~PatternFile() {
+    ::close(fd);
+    ::unlink(path.c_str());
+  }
+};
+
+uint32_t expected(uint64_t off) { return static_cast<uint32_t>(off) ^ 0x5a5a5a5au; }
+
+size_t resident_pages(void* p, size_t len) {
+  const size_t ps = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> v((len + ps - 1) / ps);
+  if (mincore(p, len, v.data()) != 0) return SIZE_MAX;
+  size_t n = 0;
+  for (unsigned char c : v) n += c & 1;
+  return n;
+}
+
+size_t kb(const std::string& field) { return std::strtoul(self_status(field).c_str(), nullptr, 10); }
+
+bool lazy_here() {
+  std::string why;
+  if (util::LazyPages::get().available(&why)) return true;
+  WARN("userfaultfd not available here (" << why << "): the lazy cases check the fallback only");
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("lazy pages: read from the file at first touch, only the pages touched", "[lazy]") {
+  if (!lazy_here()) return;
+  const size_t len = 8u << 20;
+  PatternFile f(len);
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  REQUIRE(m != MAP_FAILED);
+  auto* p = static_cast<char*>(m);
+  const int fd = f.fd;
+  auto fill = [fd](uint64_t off, char* buf, size_t n) -> size_t {
+    ssize_t r = ::pread(fd, buf, n, static_cast<off_t>(off));
+    return r > 0 ? static_cast<size_t>(r) : 0;
+  };
+  const uint64_t before = util::LazyPages::get().pages_filled();
+  REQUIRE(util::LazyPages::get().add(p, len, 0, fill));
+  for (uint64_t off : {uint64_t{0}, uint64_t{1} << 20, uint64_t{(3u << 20) + 4092}, uint64_t{len - 4}}) {
+    uint32_t w;
+    std::memcpy(&w, p + off, 4);
+    CHECK(w == expected(off));
+  }
+  const size_t res = resident_pages(p, len);
+  INFO(res << " of " << len / 4096 << " pages resident");
+  CHECK(res >= 4);
+  CHECK(res <= 4 * 16);  // at most 16 pages read per fault
+  // Counted by the serving thread after its fill woke this one: the last
+  // fill's count may come a moment later.
+  const uint64_t filled = util::LazyPages::get().pages_filled() - before;
+  CHECK(filled <= res);
+  CHECK(filled + 16 >= res);
+  util::LazyPages::get().remove(p);
+  // Unregistered: the rest reads as the zeros of anonymous memory.
+  uint32_t w = 1;
+  std::memcpy(&w, p + (6u << 20), 4);
+  CHECK(w == 0);
+  munmap(m, len);
+}
+
+TEST_CASE("lazy pages: what the file no longer has reads as zeros, never a fault", "[lazy]") {
+  if (!lazy_here()) return;
+  const size_t len = 1u << 20;
+  PatternFile f(len);
+  REQUIRE(ftruncate(f.fd, 100000) == 0);  // shrank after the copy was planned
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  REQUIRE(m != MAP_FAILED);
+  auto* p = static_cast<char*>(m);
+  const int fd = f.fd;
+  REQUIRE(util::LazyPages::get().add(p, len, 0, [fd](uint64_t off, char* buf, size_t n) -> size_t {
+    ssize_t r = ::pread(fd, buf, n, static_cast<off_t>(off));
+    return r > 0 ? static_cast<size_t>(r) : 0;
+  }));
+  uint32_t w;
+  std::memcpy(&w, p + 99996, 4);
+  CHECK(w == expected(99996));
+  std::memcpy(&w, p + 100000, 4);
+  CHECK(w == 0);
+  std::memcpy(&w, p + len - 4, 4);
+  CHECK(w == 0);
+  util::LazyPages::get().remove(p);
+  munmap(m, len);
+}
+
+TEST_CASE("a -g binary's DWARF read lazily names the same lines, and costs a fraction of its size", "[lazy][stack]") {
+  // This test binary: -O2 -g, tens of MB of DWARF.
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  REQUIRE(n > 0);
+  self[n] = 0;
+  OpenPolicy policy;
+  policy.max_size = stack::ElfImage::kMaxFileBytes;
+  auto symbolize_all = [&](bool lazy, size_t* rss_growth_kb, uint64_t* dwarf_bytes) {
+    stack::ElfCopyLimits limits;
+    limits.lazy_dwarf = lazy;
+    auto img = stack::ElfImage::open_path(self, policy, limits);
+    REQUIRE(img);
+    REQUIRE(img->has_dwarf());
+    std::vector<uint64_t> addrs;
+    const auto& syms = img->symbols();
+    REQUIRE(syms.size() > 100);
+    // A stack's worth: a few functions, here 8 spread over the binary.
+    for (size_t i = 0; i < syms.size() && addrs.size() < 8; i += syms.size() / 8)
+      if (syms[i].size > 8) addrs.push_back(syms[i].addr + 4);
+    const uint64_t before_copy = img->copied_bytes();
+    const size_t rss0 = kb("VmRSS");
+    stack::Module mod(std::move(img), self, stack::DebugSearch{});
+    std::vector<std::string> out;
+    for (uint64_t a : addrs) {
+      const auto& s = mod.symbolize(a, true);
+      std::string line;
+      for (const auto& fr : s.frames) line += fr.function + "@" + fr.file + ":" + std::to_string(fr.line) + ";";
+      out.push_back(line);
+    }
+    *rss_growth_kb = kb("VmRSS") - rss0;
+    *dwarf_bytes = mod.elf().copied_bytes() - before_copy;
+    return out;
+  };
+  size_t eager_kb = 0, lazy_kb = 0;
+  uint64_t eager_bytes = 0, lazy_bytes = 0;
+  const auto eager = symbolize_all(false, &eager_kb, &eager_bytes);
+  const bool lazy_ok = util::LazyPages::get().available();
+  const auto lazy = symbolize_all(true, &lazy_kb, &lazy_bytes);
+  INFO("DWARF " << eager_bytes / 1024 << " kB; RSS growth eager " << eager_kb << " kB, lazy " << lazy_kb
+                 << " kB; pages read lazily " << util::LazyPages::get().pages_filled());
+  REQUIRE(eager.size() == lazy.size());
+  size_t with_lines = 0;
+  for (size_t i = 0; i < eager.size(); ++i) {
+    CHECK(lazy[i] == eager[i]);
+    with_lines += eager[i].find(".cpp:") != std::string::npos || eager[i].find(".h:") != std::string::npos;
+  }
+  CHECK(with_lines >= eager.size() / 2);
+  CHECK(lazy_bytes == eager_bytes);  // charged alike: the most it may hold
+  if (lazy_ok) CHECK(lazy_kb * 3 < eager_bytes / 1024);
+}
