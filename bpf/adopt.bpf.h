@@ -86,10 +86,13 @@ static __always_inline void adopt_task(struct task_struct *task)
 			stat_inc(JB_STAT_THREADS_FULL);
 			return;
 		}
-	} else if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST)) {
-		if (!bpf_map_lookup_elem(&threads, &tid))
-			stat_inc(JB_STAT_THREADS_FULL);
-		return;  /* a hook got there first: it knows better */
+	} else {
+		tid_mark(tid);
+		if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST)) {
+			if (!bpf_map_lookup_elem(&threads, &tid))
+				stat_inc(JB_STAT_THREADS_FULL);
+			return;  /* a hook got there first: it knows better */
+		}
 	}
 	__sync_fetch_and_add(&adopted_nr, 1);
 	announce_thread(tgid, tid, fresh.proc_start_ns);

@@ -13,10 +13,44 @@
  * path (scan watchdog, whose programs have none) uses only the tid. The
  * branch on the read-only flag is pruned by the verifier at load.
  */
+static __always_inline __u64 *tid_word(__u32 tid)
+{
+	__u32 i = tid >> 6;
+
+	return bpf_map_lookup_elem(&tid_bits, &i);
+}
+
+/* Set before a tid's entry is made, cleared after it is deleted: a clear bit
+ * means no entry (a set one may be stale: then the lookup says). */
+static __always_inline bool tid_may_have_state(__u32 tid)
+{
+	__u64 *w = tid_word(tid);
+
+	return !w || (*w & (1ull << (tid & 63)));
+}
+
+static __always_inline void tid_mark(__u32 tid)
+{
+	__u64 *w = tid_word(tid);
+
+	if (w)
+		__sync_fetch_and_or(w, 1ull << (tid & 63));
+}
+
+static __always_inline void tid_unmark(__u32 tid)
+{
+	__u64 *w = tid_word(tid);
+
+	if (w)
+		__sync_fetch_and_and(w, ~(1ull << (tid & 63)));
+}
+
 static __always_inline struct jb_thread *thread_of(struct task_struct *task, __u32 tid)
 {
 	if (state_in_task)
 		return bpf_task_storage_get(&thread_state, task, 0, 0);
+	if (!tid_may_have_state(tid))
+		return NULL;
 	return bpf_map_lookup_elem(&threads, &tid);
 }
 
@@ -24,6 +58,8 @@ static __always_inline struct jb_thread *thread_of_current(__u32 tid)
 {
 	if (state_in_task)
 		return bpf_task_storage_get(&thread_state, bpf_get_current_task_btf(), 0, 0);
+	if (!tid_may_have_state(tid))
+		return NULL;
 	return bpf_map_lookup_elem(&threads, &tid);
 }
 
@@ -57,10 +93,12 @@ static __always_inline struct jb_thread *sched_thread_of(bool btf, struct task_s
 
 static __always_inline void thread_forget(struct task_struct *task, __u32 tid)
 {
-	if (state_in_task)
+	if (state_in_task) {
 		bpf_task_storage_delete(&thread_state, task);
-	else
+	} else {
 		bpf_map_delete_elem(&threads, &tid);
+		tid_unmark(tid);
+	}
 	if (offcpu_enabled && !state_in_task)
 		bpf_map_delete_elem(&offcpu_stash_tid, &tid);
 }
@@ -199,10 +237,13 @@ static __noinline struct jb_thread *track_current(__u32 tid, __u32 tgid, bool lo
 			stat_inc(JB_STAT_THREADS_FULL);
 			return NULL;
 		}
-	} else if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST)) {
-		if (!bpf_map_lookup_elem(&threads, &tid))
-			stat_inc(JB_STAT_THREADS_FULL);
-		return bpf_map_lookup_elem(&threads, &tid);
+	} else {
+		tid_mark(tid);
+		if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST)) {
+			if (!bpf_map_lookup_elem(&threads, &tid))
+				stat_inc(JB_STAT_THREADS_FULL);
+			return bpf_map_lookup_elem(&threads, &tid);
+		}
 	}
 	announce_thread(tgid, tid, fresh.proc_start_ns);
 	return thread_of_current(tid);

@@ -69,6 +69,20 @@ struct {
 	__type(value, struct jb_thread);
 } threads SEC(".maps");
 
+/*
+ * With the state in `threads`: one bit per tid that may have an entry there
+ * (userspace sizes it to pid_max). A thread whose bit is clear is turned
+ * away by an array load the verifier inlines, not a hash lookup: sched_switch
+ * and sched_wakeup run for every task on the machine (issue 27, the tax on
+ * unwatched processes). A tid past the end is looked up as before.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} tid_bits SEC(".maps");
+
 /* Timer watchdog: per watched thread, on its task_struct. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);

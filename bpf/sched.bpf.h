@@ -257,8 +257,10 @@ static __always_inline void on_exec(__u32 old_pid)
 	 * A non-leader that execs takes the leader's pid; drop its old one too
 	 * (in task storage the old leader's state goes with its task_struct).
 	 */
-	if (old_pid != tid && !state_in_task)
+	if (old_pid != tid && !state_in_task) {
 		bpf_map_delete_elem(&threads, &old_pid);
+		tid_unmark(old_pid);
+	}
 }
 
 #endif /* JANKBPF_SCHED_BPF_H */

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <system_error>
@@ -32,6 +33,23 @@
 #include "util/tracefs.h"
 
 namespace jankbpf {
+namespace {
+
+// Words of the tid bitmap (bpf/maps.bpf.h, tid_bits): pid_max bits, read
+// from the kernel (4,194,304 at most: 512 KiB); a tid past it is looked up
+// in the hash as before, so a wrong or changed value costs speed only.
+uint32_t tid_bit_words() {
+  constexpr uint64_t kPidMaxLimit = 4u << 20;  // PID_MAX_LIMIT on 64-bit
+  uint64_t pid_max = 32768;
+  if (FILE* f = fopen("/proc/sys/kernel/pid_max", "re")) {
+    unsigned long long v = 0;
+    if (fscanf(f, "%llu", &v) == 1 && v > 0) pid_max = std::min<uint64_t>(v, kPidMaxLimit);
+    fclose(f);
+  }
+  return static_cast<uint32_t>((pid_max + 63) / 64);
+}
+
+}  // namespace
 
 void Detector::SkelDeleter::operator()(jank_bpf* s) const { jank_bpf__destroy(s); }
 void Detector::LinkDeleter::operator()(bpf_link* l) const { bpf_link__destroy(l); }
@@ -393,6 +411,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   // A test seam may shrink the maps that fill with the machine's threads.
   const uint32_t cap = test_seams::map_entries() ? test_seams::map_entries() : 16384;
   bpf_map__set_max_entries(skel_->maps.threads, plan.state_in_task ? 1 : cap);
+  bpf_map__set_max_entries(skel_->maps.tid_bits, plan.state_in_task ? 1 : tid_bit_words());
   bpf_map__set_max_entries(skel_->maps.timers, cap);
   bpf_map__set_max_entries(skel_->maps.procs, cap);
   bpf_map__set_max_entries(skel_->maps.in_task, plan.mode == WatchdogMode::Scan ? 1024 : 1);

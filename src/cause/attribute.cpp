@@ -306,6 +306,7 @@ CauseSlice slice_of(const jb_cause_slice& s, const TaskRecord& rec, const Eviden
     case JB_CAUSE_FAULT:
     case JB_CAUSE_IO:
       fault_or_io(c, s, rec, ev, ids, stacks);
+      [[fallthrough]];  // and their kernel windows, as the kernel kinds
     case JB_CAUSE_RECLAIM:
     case JB_CAUSE_COMPACTION:
     case JB_CAUSE_KERNEL_LOCK:
