@@ -305,8 +305,11 @@ def test_cpu_samples_unwind_to_main(boot, scenario):
         if total < 10:
             problems.append(f"{target}: only {total} CPU-task samples in stack logs")
             continue
-        for what, k in (("main", through_main), ("inner", through_inner)):
-            if k < 0.95 * total:
+        # The task also holds the target's printf of its own measure after
+        # the spin (arm64 CI: 1 of 16 samples there, through main): one
+        # sample outside inner is that, not a lost frame.
+        for what, k, slack in (("main", through_main, 0), ("inner", through_inner, 1)):
+            if k < 0.95 * total and total - k > slack:
                 problems.append(f"{target}: {k} of {total} samples ({100 * k / total:.0f} %) "
                                 f"go through {what}")
     assert not problems, "\n".join(problems + evidence) + run.diag()
