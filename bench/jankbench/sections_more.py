@@ -172,7 +172,7 @@ def soak(doc, d):
 
 def fuzz(doc, d):
     doc.p(f"Each libFuzzer target of the Makefile (tests/fuzz/, ASan+UBSan, clang {d['clang']}, built from the "
-          f"measured tree by `make fuzz-bin`) run for {d['runs']:,} executions, one target at a time, from its "
+          f"measured tree by `make fuzz-bin`) run for {d['runs']:,} executions, {d.get('jobs', 1)} target(s) at a time, from its "
           "seeds and the corpus kept in build/fuzz/corpus/, after one pass over the generated large inputs; "
           f"{d['cpus']} CPUs shared with the rest of the bench host. scripts/fuzz.sh exit status {d['rc']}. "
           "build-id: the GNU build-id of the binary that ran.")

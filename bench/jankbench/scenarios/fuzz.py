@@ -22,7 +22,10 @@ def fuzz(ctx) -> dict:
     say(f"fuzzing: {len(targets)} targets, {runs:,} executions each")
     with tempfile.TemporaryDirectory(prefix="jankbpf-fuzz-") as tmp:
         lines = os.path.join(tmp, "fuzz.jsonl")
-        env = {**os.environ, "FUZZ_BENCH_RUNS": str(runs), "FUZZ_JSON": lines}
+        # Targets side by side, one per CPU: each is one single-threaded
+        # process, so its executions and exec/s are those of one core.
+        jobs = os.environ.get("FUZZ_JOBS") or str(os.cpu_count() or 1)
+        env = {**os.environ, "FUZZ_BENCH_RUNS": str(runs), "FUZZ_JSON": lines, "FUZZ_JOBS": jobs}
         rc = subprocess.run([os.path.join(config.ROOT, "scripts", "fuzz.sh"), "bench", *targets],
                             cwd=config.ROOT, env=env, stdout=subprocess.DEVNULL).returncode
         rows = [json.loads(l) for l in open(lines)] if os.path.exists(lines) else []
@@ -35,5 +38,5 @@ def fuzz(ctx) -> dict:
         clang = subprocess.run(["clang++", "-dumpversion"], capture_output=True, text=True).stdout.strip()
     except OSError:
         clang = "?"
-    return {"runs": runs, "rc": rc, "clang": clang, "cpus": os.cpu_count(), "targets": rows,
-            "commands": [f"FUZZ_BENCH_RUNS={runs} scripts/fuzz.sh bench {' '.join(targets)}"]}
+    return {"runs": runs, "rc": rc, "clang": clang, "cpus": os.cpu_count(), "jobs": int(jobs), "targets": rows,
+            "commands": [f"FUZZ_BENCH_RUNS={runs} FUZZ_JOBS={jobs} scripts/fuzz.sh bench {' '.join(targets)}"]}
