@@ -121,8 +121,10 @@ test: deps
 	@# The kernel lane (make kernels) last: Debian 12's 6.1 kernels under
 	@# qemu, about 7 minutes for both arches on the 2-core test VM.
 	@# deb-check builds the package (about 75 s) and installs it with dpkg.
+	@# Each suite's wall time, so what makes `make test` long can be seen.
 	@for goal in unit fuzz-smoke e2e package-check deb-check arm64-check kernels; do \
-	  $(MAKE) --no-print-directory $$goal || exit 1; done
+	  t0=$$(date +%s); $(MAKE) --no-print-directory $$goal || exit 1; \
+	  echo "test: $$goal took $$(( $$(date +%s) - t0 )) s"; done
 
 # Both architectures from day one: the arm64 cross-build must build and its
 # pure-logic unit tests pass under qemu-aarch64 (x86_64 hosts only).
@@ -251,7 +253,7 @@ fuzz: fuzz-bin
 # Part of `make test`: every target a few seconds from its seeds, so a
 # parser change that crashes on them fails the tests.
 fuzz-smoke: fuzz-bin
-	scripts/fuzz.sh smoke $(FUZZ_TARGETS)
+	FUZZ_JOBS=$$(nproc) scripts/fuzz.sh smoke $(FUZZ_TARGETS)
 
 # Not part of `make test`. scripts/bench.sh installs the bench-only
 # packages itself, and the bench builds what it measures from this tree

@@ -17,6 +17,7 @@
 #      bench/RESULTS.md from every stored result:
 #        startup accuracy throughput tax hooks footprint stacks python v8 node
 #        hotspot jvm
+#        where      perf record -a of redis SET and ping-pong per tool (~2 min)
 #        lane_tax   the tax on Debian 12's 6.1 kernel under qemu (~2 min)
 #        lane_idle  the first task after an attach, 6.1 x86_64 lane (~5 min)
 #        frames     a Wayland client's frames under weston (~2 min)
@@ -24,7 +25,7 @@
 #        lane_causes  the same in one boot of each 6.1 lane kernel (~10 min)
 #        curve      1 to 10,000 watched processes (~4 min)
 #        fuzz       every libFuzzer target of the Makefile, FUZZ_BENCH_RUNS
-#                   executions each, one after the other (hours)
+#                   executions each, FUZZ_JOBS at a time (about an hour)
 #        soak       20 processes, 10 janks a second, SOAK_MINUTES (30)
 #
 #   BENCH_ONLY=tax,hooks  measure only these scenarios; the others keep what
@@ -67,7 +68,7 @@ fi
 (cd bench && /usr/bin/python3 -m jankbench --check) || exit $?
 
 # --- 1. bench-only packages ---------------------------------------------------
-bench_pkgs=(redis-server redis-tools bpftrace bpfcc-tools python3-bpfcc bpftool gcc)
+bench_pkgs=(redis-server redis-tools bpftrace bpfcc-tools python3-bpfcc bpftool gcc linux-perf)
 # BCC compiles its programs against kernel headers at startup. Use the
 # running kernel's when it has them; otherwise Debian's current ones (see
 # the BCC_KERNEL_SOURCE step below).
@@ -87,7 +88,7 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     exit 1
   fi
 fi
-for tool in redis-server redis-benchmark redis-cli bpftrace bpftool; do
+for tool in redis-server redis-benchmark redis-cli bpftrace bpftool perf; do
   command -v "$tool" >/dev/null || { echo "bench: FAILED: $tool not found after install" >&2; exit 1; }
 done
 /usr/bin/python3 -c 'import bcc' || { echo "bench: FAILED: python3-bpfcc does not import" >&2; exit 1; }

@@ -91,7 +91,7 @@ def build_record(names: list[str], tree: dict) -> dict:
 
 def check_binaries(names: list[str]) -> None:
     need = [config.JANKBPF, config.JANK_TARGET]
-    if {"throughput", "hooks", "tax", "startup"} & set(names):
+    if {"throughput", "where", "hooks", "tax", "startup"} & set(names):
         need += [config.PINGPONG, config.GETPPID]
     if "stacks" in names:
         need.append(config.STACK_TARGET)
@@ -114,7 +114,7 @@ def measure(names: list[str], out_dir: str, command: str, tree: dict) -> tuple[l
     ctx = Context(dict(os.environ))
     stored, broke = [], None
     try:
-        if {"throughput", "hooks"} & set(names):
+        if {"throughput", "where", "hooks"} & set(names):
             ctx.workloads()  # started first, so they are older than 10 s when measured
         for name in names:
             date, load0, t0 = procs.utc_now(), procs.loadavg(), time.monotonic()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import builds, config
-from .stats import avg_hook_ns, bpf_share, fmt, frame_costs, lane_ratio, median, ratios
+from .stats import avg_hook_ns, bpf_share, fmt, frame_costs, lane_ratio, median, ratios, where_added
 
 
 @dataclass
@@ -43,6 +43,17 @@ def _redis(thr, hooks):
            + ", ".join(f"{cpu[w]:.3f}" for w in names) + "; with --log-type 2 (no stacks): "
            + ", ".join(f"{tp_ns[w]:.3f}" for w in names))
     return fig, min(tp.values()) >= 0.99
+
+
+def _where(d):
+    parts = []
+    for w in d["workloads"]:
+        added = {c: {k: where_added(d, c, w, k) for k in d["server_kinds"]} for c in ("jankbpf", "bpftrace")}
+        top = max(added["jankbpf"], key=added["jankbpf"].get)
+        parts.append(f"{w}: jankbpf +{sum(added['jankbpf'].values()):.2f} µs/request "
+                     f"(most in {top}, +{added['jankbpf'][top]:.2f}), bpftrace "
+                     f"+{sum(added['bpftrace'].values()):.2f}")
+    return "; ".join(parts), None
 
 
 def _node_js(d):
@@ -362,6 +373,8 @@ def _fuzz(fz, targets: list[str] | None = None):
 GOALS = [
     Goal("redis-99", "redis-benchmark throughput with jankbpf ≥ 99% of baseline", "5", ("throughput", "hooks"), _redis),
     Goal("pingpong", "ping-pong worst case reported beside bpftrace", "5", ("throughput",), _pingpong),
+    Goal("where", "where the lost throughput goes: the server's extra CPU per request under jankbpf and "
+         "bpftrace, split by what ran (reported)", "30", ("where",), _where),
     Goal("hook-150ns", "≤ 150 ns per hook invocation on average", "5", ("hooks",), _hook_150),
     Goal("tax-30ns", "tax on an unwatched process's syscalls ≤ 30 ns (median of the rounds)", "5", ("tax",), _tax_30),
     Goal("attach-150ms", "attached in ≤ 150 ms (median)", "5", ("startup",), _attach(150)),

@@ -12,6 +12,7 @@ from .render import Doc, markdown, terminal
 # (scenario, heading, renderer); in reading order, not run order.
 SECTIONS = [
     ("throughput", "1. Throughput", s1.throughput),
+    ("where", "1b. Where the throughput goes (perf record -a, cpu-clock)", s1.where),
     ("hooks", "2. Per-hook cost (bpf_stats)", s1.hooks),
     ("startup", "3. Startup: exec → attached", s1.startup),
     ("footprint", "4. jankbpf's footprint", s1.footprint),

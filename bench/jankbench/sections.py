@@ -3,7 +3,7 @@ function adds blocks to a Doc (render.py); the text says how the figures
 were measured, with the run's own sizes (rounds, calls) from the data."""
 from __future__ import annotations
 
-from .stats import avg_hook_ns, bpf_share, median, ratios, spread
+from .stats import avg_hook_ns, bpf_share, median, ratios, spread, where_added, where_per_request
 
 LABEL = {"none": "nothing", "jankbpf": "jankbpf", "jankbpf-nostacks": "jankbpf --log-type 2",
          "bpftrace": "bpftrace jank.bt", "floor": "bpftrace floor.bt (the floor)"}
@@ -40,6 +40,44 @@ def throughput(doc, d):
     doc.p(f"jankbpf's summaries over these rounds: {sum(s.get('lost_events', 0) for s in sums)} lost events; "
           "tasks checked per round " + ", ".join(str(s.get("tasks_checked")) for s in sums)
           + "; off-CPU captures " + ", ".join(str(s.get("offcpu_captures")) for s in sums) + ".")
+
+
+def where(doc, d):
+    doc.p(f"Where section 1's lost throughput goes. {d['rounds']} rounds; in each, one run of each workload "
+          "with nothing attached, with jankbpf (defaults) and with bench/jank.bt, while `perf record -a` "
+          f"samples both CPUs on the cpu-clock every {d['period_ns'] / 1e3:.0f} µs of CPU. A sample counts "
+          "when it falls inside the workload's own run; it is put in one bucket by who ran and, for the "
+          "server (redis-server; both ping-pong processes), by the leaf function it was in (kernel "
+          "symbols by name, bench/jankbench/scenarios/where.py lists the patterns). Figures are CPU µs per "
+          "request (round trip for ping-pong): the baseline's, then what each tool adds to it (median over "
+          "rounds of tool minus the same round's baseline). Hardware counters here: "
+          f"{d['hardware_counters']} — so cache misses cannot be counted on this VM, and a tool's cost in "
+          "the server's own code (user space, other kernel) is where its cache and TLB pollution shows.")
+    tools = [c for c in d["configs"] if c != "none"]
+    keys = d["server_kinds"] + d["others"]
+    for w in d["workloads"]:
+        base = where_per_request(d, "none", w)
+        rows = []
+        for k in keys:
+            b = median([r.get(k, 0.0) for r in base])
+            added = [where_added(d, c, w, k) for c in tools]
+            if b < 0.005 and all(abs(a) < 0.005 for a in added):
+                continue
+            who = "server: " + k if k in d["server_kinds"] else k
+            rows.append([who, f"{b:.2f}", *[f"{a:+.2f}" for a in added]])
+        server = lambda rs: [sum(v for k, v in r.items() if k in d["server_kinds"]) for r in rs]
+        tot_b = median(server(base))
+        tot_a = [median([t - b for t, b in zip(server(where_per_request(d, c, w)), server(base))]) for c in tools]
+        rows.append(["**server, all**", f"{tot_b:.2f}", *[f"{a:+.2f}" for a in tot_a]])
+        rows.append(["server context switches per request", f"{median([r['switches'] for r in base]):.2f}",
+                     *[f"{where_added(d, c, w, 'switches'):+.2f}" for c in tools]])
+        doc.p(f"**{w}**, µs per request:", term=True)
+        doc.table(["bucket", "nothing", *[f"{LABEL[c]} adds" for c in tools]], rows)
+        j = {k: where_added(d, "jankbpf", w, k) for k in d["server_kinds"]}
+        top = sorted(((v, k) for k, v in j.items() if v > 0), reverse=True)[:3]
+        if tot_a and tot_a[0] > 0:
+            doc.p(f"Of the {tot_a[0]:.2f} µs jankbpf adds to the server's CPU per request, the most: "
+                  + ", ".join(f"{k} {v:.2f} ({v / tot_a[0]:.0%})" for v, k in top) + ".", term=True)
 
 
 def tax(doc, d):

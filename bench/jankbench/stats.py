@@ -64,3 +64,22 @@ def frame_costs(d: dict) -> dict:
     own = min(per(d["runs"]["on"], "jankbpf_cpu_ns")) - min(per(d["runs"]["off"], "jankbpf_cpu_ns"))
     total = client + own
     return {"client_ns": client, "jankbpf_ns": own, "frame_ns": total, "pct_60hz": total * 60 / 1e9 * 100}
+
+
+def where_per_request(d: dict, cfg: str, workload: str) -> list[dict]:
+    """Per round, each bucket's CPU µs per request (section 1b's data)."""
+    us = d["period_ns"] / 1e3
+    out = []
+    for run in d["runs"][cfg][workload]:
+        n = run["n"] or 1
+        row = {k: v * us / n for k, v in run["buckets"].items()}
+        row["switches"] = run["switches"] / n
+        out.append(row)
+    return out
+
+
+def where_added(d: dict, cfg: str, workload: str, key: str) -> float:
+    """Median over rounds of what cfg adds to one bucket's µs per request,
+    against the same round's baseline."""
+    tool, base = where_per_request(d, cfg, workload), where_per_request(d, "none", workload)
+    return median([t.get(key, 0.0) - b.get(key, 0.0) for t, b in zip(tool, base)])

@@ -505,3 +505,40 @@ def test_lane_tax_stats_say_where_the_tax_goes():
     md, _, _ = report.render({"lane_tax": {"scenario": "lane_tax", "provenance": {}, "data": data}}, stale=fresh)
     row = next(l for l in md.splitlines() if l.startswith("| trampoline | futex | 2.00"))
     assert "| 75 | 800 | 400 |" in row, row  # 150 ns in 2 runs; 800 ns of tax over 2 runs
+
+
+# ---- section 1b: perf samples into buckets ------------------------------------
+
+PERF_LINES = """\
+    redis-server  4242/4242  100.500000:  ffffffffc0a1b2c3 bpf_prog_6deef7357e7b4530_jank_switch ([kernel.kallsyms])
+    redis-server  4242/4242  100.500250:  ffffffff811c0a10 bpf_trace_run2 ([kernel.kallsyms])
+    redis-server  4242/4242  100.500500:  ffffffff811c0b20 __bpf_trace_sched_switch ([kernel.kallsyms])
+    redis-server  4242/4242  100.500750:  ffffffff8100c1d0 syscall_exit_work ([kernel.kallsyms])
+    redis-server  4242/4242  100.501000:  ffffffff811d0000 htab_map_lookup_elem ([kernel.kallsyms])
+    redis-server  4242/4243  100.501250:  ffffffff81b0c000 __schedule ([kernel.kallsyms])
+    redis-server  4242/4242  100.501500:  ffffffff81700000 tcp_sendmsg ([kernel.kallsyms])
+    redis-server  4242/4242  100.501750:      55d0c0de0000 dictFind (/usr/bin/redis-server)
+    redis-server  4242/4242  100.502000:      55d0c0de0000 operator()(int) const (/usr/bin/redis-server)
+ jankbpf ring  777/779  100.502250:      7f0000000000 jankbpf::Detector::poll (/usr/sbin/jankbpf)
+ redis-benchmark  5000/5000  100.502500:  ffffffff81700000 tcp_recvmsg ([kernel.kallsyms])
+         swapper     0/0     100.502750:  ffffffff81c00000 default_idle ([kernel.kallsyms])
+    redis-server  4242/4242  99.000000:      55d0c0de0000 dictFind (/usr/bin/redis-server)
+            cron  600/600  100.503000:      7f0000000000 [unknown] ([unknown])
+"""
+
+
+def test_perf_samples_are_bucketed_by_who_and_what_ran():
+    import importlib
+    where = importlib.import_module("jankbench.scenarios.where")  # the package re-exports its function
+    samples = list(where.parse_samples(PERF_LINES))
+    assert len(samples) == 14
+    assert samples[8][2] == "operator()(int) const" and samples[8][3] == "/usr/bin/redis-server"
+    assert samples[9][0] == 777  # a comm with a space
+    b = where.bucket(samples, (100.0, 101.0), {4242}, 777, {5000})
+    assert b == {"BPF programs": 1, "tracepoint and BPF dispatch": 2,
+                 "syscall slow path (entry and exit work)": 1, "BPF helpers and maps": 1,
+                 "scheduler (switches, wakeups)": 1, "other kernel": 1,
+                 "user space (the server's own code)": 2, "the tool's own threads": 1,
+                 "the client (redis-benchmark)": 1, "other processes": 1}, b
+    # Idle and samples outside the workload's window count nowhere.
+    assert sum(b.values()) == 12

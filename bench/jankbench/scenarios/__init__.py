@@ -15,12 +15,14 @@ from .load import Workloads, hooks, tax, throughput
 from .soak import soak
 from .java import hotspot_reader, jvm
 from .stacks import node, python_reader, stacks, v8_reader
+from .where import where
 from .startup import startup
 
 SCENARIOS = {
     "startup": startup,
     "accuracy": accuracy,
     "throughput": throughput,
+    "where": where,
     "tax": tax,
     "hooks": hooks,
     "footprint": footprint,
