@@ -101,6 +101,16 @@ def runs_table(results: dict, stale) -> list[list[str]]:
     return [[*k[:4], ", ".join(v), k[4] or "—"] for k, v in sorted(groups.items())]
 
 
+def code_line(results: dict, stale) -> str:
+    """Whether the runs, whatever their commits, measured the code as it is."""
+    names = [n for n, _, _ in SECTIONS if results.get(n) and "markdown" not in results[n]]
+    old = [n for n in names if stale(n, results[n])]
+    commits = sorted({results[n].get("provenance", {}).get("commit", "?") for n in names if n not in old})
+    line = (f"{len(names) - len(old)} of {len(names)} measured sections are of the code as it is in this checkout "
+            f"(no later commit touches what they measure), on {len(commits)} commit(s): {', '.join(commits)}")
+    return line + (f"; stale: {', '.join(old)}." if old else ".")
+
+
 def document(results: dict, title_note: str = "", stale=None) -> tuple[Doc, list[dict]]:
     stale = stale or goals_mod.checkout_staleness()
     doc = Doc()
@@ -118,6 +128,7 @@ def document(results: dict, title_note: str = "", stale=None) -> tuple[Doc, list
     doc.h("Runs", term=False)
     doc.table(["measured (UTC)", "build", "run", "how", "sections", "machine"], runs_table(results, stale),
               term=False)
+    doc.p(code_line(results, stale), term=True)
     rows = goals_mod.evaluate(results, stale=stale)
     doc.h("Goals")
     doc.table(["goal", "issue", "measured", "verdict"],

@@ -542,3 +542,14 @@ def test_perf_samples_are_bucketed_by_who_and_what_ran():
                  "the client (redis-benchmark)": 1, "other processes": 1}, b
     # Idle and samples outside the workload's window count nowhere.
     assert sum(b.values()) == 12
+
+
+def test_runs_say_whether_they_measured_the_code_as_it_is():
+    res = results()
+    measured = [n for n, _, _ in report.SECTIONS if res.get(n) and "markdown" not in res[n]]
+    assert len(measured) >= 2
+    line = report.code_line(res, fresh)
+    assert line.startswith(f"{len(measured)} of {len(measured)} measured sections") and "stale" not in line
+    one = measured[0]
+    line = report.code_line(res, lambda n, e: "a later commit" if n == one else None)
+    assert line.startswith(f"{len(measured) - 1} of {len(measured)}") and line.endswith(f"stale: {one}."), line

@@ -203,9 +203,7 @@ def quota_cgroup():
             f.write("20000 100000")
         fs = "cgroup2"
     else:
-        if os.environ.get("CI") == "true":
-            pytest.fail("no cgroup with the cpu controller (v1 cpu or v2 cpu.max) to set a quota in")
-        pytest.skip("no cgroup with the cpu controller (v1 cpu or v2 cpu.max) to set a quota in")
+        need(False, "no cgroup with the cpu controller (v1 cpu or v2 cpu.max) to set a quota in")
     yield path, "/" + name, fs
     os.rmdir(path)
 
@@ -518,9 +516,7 @@ def memory_cgroup():
             f.write(str(64 << 20))
         fs = "cgroup2"
     else:
-        if os.environ.get("CI") == "true":
-            pytest.fail("no cgroup with the memory controller (v1 or v2) to set a limit in")
-        pytest.skip("no cgroup with the memory controller (v1 or v2) to set a limit in")
+        need(False, "no cgroup with the memory controller (v1 or v2) to set a limit in")
     yield path, "/" + name, fs
     # Its page cache goes with it (v1 keeps a removed group's charges otherwise).
     if v1:

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from harness import ROOT, Jankbpf
+from harness import ROOT, Jankbpf, need as need_or_skip
 import target as target_mod
 
 SCHEMA = os.path.join(ROOT, "schema", "jankbpf-records.schema.json")
@@ -25,10 +25,7 @@ def need(module):
     try:
         return __import__(module)
     except ImportError:
-        why = f"python3 module {module} is missing (scripts/install-deps.sh installs it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(why)
-        pytest.skip(why)
+        need_or_skip(False, f"python3 module {module} is missing (scripts/install-deps.sh installs it)")
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from harness import ROOT, run_jankbpf
+from harness import ROOT, need, run_jankbpf
 from viewers import protoc_decode
 
 IGNORE = "3"
@@ -27,11 +27,7 @@ SOURCE = os.path.join(ROOT, "tests", "apps", "java", "LoopServer.java")
 
 
 def _require_java():
-    if JAVA and JAVAC:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail("cannot run under CI: java/javac not installed (openjdk-17-jdk-headless)")
-    pytest.skip("java/javac not installed (openjdk-17-jdk-headless; scripts/install-test-deps.sh)")
+    need(JAVA and JAVAC, "java/javac not installed (openjdk-17-jdk-headless; scripts/install-test-deps.sh)")
 
 
 def _line(needle):

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from harness import run_jankbpf
+from harness import need, run_jankbpf
 
 IGNORE = "3"
 NODE = shutil.which("node")
@@ -53,11 +53,7 @@ server.listen(0, '127.0.0.1', () => setTimeout(async () => {
 
 
 def _require_node():
-    if NODE:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail("cannot run under CI: node is not installed")
-    pytest.skip("node is not installed")
+    need(NODE, "node is not installed")
 
 
 def _line_col(src, needle):

@@ -14,6 +14,7 @@
 #include "stack/module.h"
 #include "util/lazy_pages.h"
 #include "util/self_status.h"
+#include "skip.h"
 
 using namespace jankbpf;
 
@@ -49,17 +50,15 @@ size_t resident_pages(void* p, size_t len) {
 
 size_t kb(const std::string& field) { return std::strtoul(self_status(field).c_str(), nullptr, 10); }
 
-bool lazy_here() {
+std::string lazy_missing() {
   std::string why;
-  if (util::LazyPages::get().available(&why)) return true;
-  WARN("userfaultfd not available here (" << why << "): the lazy cases check the fallback only");
-  return false;
+  return util::LazyPages::get().available(&why) ? std::string() : why;
 }
 
 }  // namespace
 
 TEST_CASE("lazy pages: read from the file at first touch, only the pages touched", "[lazy]") {
-  if (!lazy_here()) return;
+  SKIP_UNLESS(lazy_missing().empty(), "userfaultfd is not available here (" << lazy_missing() << ")");
   const size_t len = 8u << 20;
   PatternFile f(len);
   void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -95,7 +94,7 @@ TEST_CASE("lazy pages: read from the file at first touch, only the pages touched
 }
 
 TEST_CASE("lazy pages: what the file no longer has reads as zeros, never a fault", "[lazy]") {
-  if (!lazy_here()) return;
+  SKIP_UNLESS(lazy_missing().empty(), "userfaultfd is not available here (" << lazy_missing() << ")");
   const size_t len = 1u << 20;
   PatternFile f(len);
   REQUIRE(ftruncate(f.fd, 100000) == 0);  // shrank after the copy was planned
