@@ -3,7 +3,8 @@ function adds blocks to a Doc (render.py); the text says how the figures
 were measured, with the run's own sizes (rounds, calls) from the data."""
 from __future__ import annotations
 
-from .stats import avg_hook_ns, bpf_share, median, ratios, spread, where_added, where_per_request
+from .stats import (avg_hook_ns, bpf_share, median, ratios, spread, where_added, where_per_request,
+                    where_symbols_added)
 
 LABEL = {"none": "nothing", "jankbpf": "jankbpf", "jankbpf-nostacks": "jankbpf --log-type 2",
          "bpftrace": "bpftrace jank.bt", "floor": "bpftrace floor.bt (the floor)"}
@@ -48,7 +49,10 @@ def where(doc, d):
           f"samples both CPUs on the cpu-clock every {d['period_ns'] / 1e3:.0f} µs of CPU. A sample counts "
           "when it falls inside the workload's own run; it is put in one bucket by who ran and, for the "
           "server (redis-server; both ping-pong processes), by the leaf function it was in (kernel "
-          "symbols by name, bench/jankbench/scenarios/where.py lists the patterns). Figures are CPU µs per "
+          "symbols by name, bench/jankbench/scenarios/where.py lists the patterns). The cpu-clock is a timer "
+          "interrupt, so a sample due while interrupts are off lands where they come back on: the "
+          "sched_switch and wakeup hooks run with interrupts off, and their time shows in the "
+          "interrupts-off bucket, not under BPF programs. Figures are CPU µs per "
           "request (round trip for ping-pong): the baseline's, then what each tool adds to it (median over "
           "rounds of tool minus the same round's baseline). Hardware counters here: "
           f"{d['hardware_counters']} — so cache misses cannot be counted on this VM, and a tool's cost in "
@@ -73,6 +77,10 @@ def where(doc, d):
                      *[f"{where_added(d, c, w, 'switches'):+.2f}" for c in tools]])
         doc.p(f"**{w}**, µs per request:", term=True)
         doc.table(["bucket", "nothing", *[f"{LABEL[c]} adds" for c in tools]], rows)
+        grew = where_symbols_added(d, "jankbpf", w)[:8]
+        if grew:
+            doc.p("The server's functions whose samples grew most under jankbpf (µs per request, among each "
+                  "run's 40 most sampled): " + ", ".join(f"`{k}` {v:+.2f}" for k, v in grew) + ".")
         j = {k: where_added(d, "jankbpf", w, k) for k in d["server_kinds"]}
         top = sorted(((v, k) for k, v in j.items() if v > 0), reverse=True)[:3]
         if tot_a and tot_a[0] > 0:

@@ -83,3 +83,19 @@ def where_added(d: dict, cfg: str, workload: str, key: str) -> float:
     against the same round's baseline."""
     tool, base = where_per_request(d, cfg, workload), where_per_request(d, "none", workload)
     return median([t.get(key, 0.0) - b.get(key, 0.0) for t, b in zip(tool, base)])
+
+
+def where_symbols_added(d: dict, cfg: str, workload: str) -> list[tuple[str, float]]:
+    """The server's leaf functions by what cfg adds to their µs per request
+    (mean over rounds, against the same round's baseline), most first."""
+    us = d["period_ns"] / 1e3
+    tool, base = d["runs"][cfg][workload], d["runs"]["none"][workload]
+    pairs = [(t, b) for t, b in zip(tool, base) if "symbols" in t and "symbols" in b]
+    if not pairs:
+        return []
+    added: dict[str, float] = {}
+    for t, b in pairs:
+        for k in set(t["symbols"]) | set(b["symbols"]):
+            v = t["symbols"].get(k, 0) * us / (t["n"] or 1) - b["symbols"].get(k, 0) * us / (b["n"] or 1)
+            added[k] = added.get(k, 0.0) + v / len(pairs)
+    return sorted(((k, v) for k, v in added.items() if v > 0), key=lambda kv: -kv[1])

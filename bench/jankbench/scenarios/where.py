@@ -7,8 +7,9 @@ workload runs, with nothing attached, with jankbpf (defaults) and with
 bench/jank.bt, in turn, ROUNDS times. Each sample is the leaf function the
 CPU was in; it is put in one bucket by who ran (the server, the tool's own
 threads, the client, anything else) and, for the server, by what the
-function is (BPF program, tracepoint dispatch, syscall slow path, perf
-events, scheduler, other kernel, user space). A bucket's samples times the
+function is (BPF program, interrupts-off section, tracepoint dispatch,
+clock read, syscall slow path, perf events, scheduler, other kernel, user
+space). A bucket's samples times the
 sampling period over the requests served is its CPU per request; the
 difference to the same round's baseline is what the tool added there."""
 from __future__ import annotations
@@ -33,12 +34,21 @@ ROUNDS = 2 if config.QUICK else 3
 # wins, so dispatch is tested before the generic bpf_ helpers.
 KERNEL_KINDS = [
     ("BPF programs", re.compile(r"^(bpf_prog_|bpf_trampoline_)")),
+    # The cpu-clock is a timer interrupt: a sample due while interrupts are
+    # off lands where they come back on. sched_switch runs under the rq lock
+    # and the wakeup tracepoints under pi_lock, both with interrupts off, so
+    # the time of their programs (anyone's) shows here, not in the buckets above.
+    ("interrupts-off sections (switch and wakeup hooks run in them)", re.compile(
+        r"^(finish_task_switch(\.isra\.\d+)?|_raw_spin_unlock_irqrestore|_raw_spin_unlock_irq|"
+        r"raw_spin_rq_unlock_irq)$")),
     ("tracepoint and BPF dispatch", re.compile(
         r"^(trace_call_bpf|bpf_trace_run\d+|__bpf_trace_|perf_trace_|__traceiter_|trace_event_raw_|"
         r"perf_syscall_(enter|exit)|__bpf_prog_(enter|exit)|migrate_(enable|disable)$)")),
     ("BPF helpers and maps", re.compile(
         r"^(bpf_|__bpf_|htab_|__htab_|array_map_|ringbuf_|__bpf_ringbuf|bpf_ringbuf|task_storage_|"
         r"bpf_local_storage|bpf_task_storage|pcpu_freelist|lookup_nulls_elem_raw|lookup_elem_raw|jhash)")),
+    ("clock reads", re.compile(r"^(read_tsc|ktime_get(_ns|_mono_fast_ns|_boot_fast_ns)?|native_sched_clock|"
+                               r"kvm_clock_(get_cycles|read)|pvclock_clocksource_read)$")),
     ("syscall slow path (entry and exit work)", re.compile(
         r"^(syscall_trace_enter|syscall_exit_work|syscall_enter_from_user_mode_work|"
         r"trace_sys_(enter|exit)|audit_)")),
@@ -97,6 +107,18 @@ def bucket(samples, window, server: set[int], tool: int | None, client: set[int]
             key = OTHERS[2]
         out[key] = out.get(key, 0) + 1
     return out
+
+
+def server_symbols(samples, window, server: set[int], most: int = 40) -> dict:
+    """The server's samples by leaf function, the `most` most sampled."""
+    t0, t1 = window
+    count: dict[str, int] = {}
+    for pid, t, sym, dso in samples:
+        if pid in server and t0 <= t <= t1:
+            kernel = dso.startswith("[") or sym.startswith("bpf_prog_")
+            key = sym if kernel else f"{sym} ({os.path.basename(dso)})"
+            count[key] = count.get(key, 0) + 1
+    return dict(sorted(count.items(), key=lambda kv: -kv[1])[:most])
 
 
 def hardware_counters() -> str:
@@ -180,6 +202,7 @@ def where(ctx) -> dict:
                         res["switches"] = sum(a["vol"] + a["nonvol"] - b["vol"] - b["nonvol"]
                                               for a, b in zip(after, before))
                         res["buckets"] = bucket(samples, (t0, t1), server, tool.pid if tool else None, clients)
+                        res["symbols"] = server_symbols(samples, (t0, t1), server)
                         runs[cfg][w["name"]].append(res)
                 finally:
                     if tool is not None:
