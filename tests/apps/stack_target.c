@@ -4,7 +4,7 @@
 // turned into a tail call) and uses its callee's result afterwards.
 //
 //   stack_target deep MS      main -> outer -> middle -> inner, spinning MS ms in inner
-//   stack_target ab MSA MSB   main -> long_task -> func_a (MSA ms), then func_b (MSB ms)
+//   stack_target ab MSA MSB   main -> long_task -> func_a (MSA ms of CPU), then func_b (MSB ms of CPU)
 //   stack_target block        main -> blocker -> wait_input, blocked in read() on stdin
 //   stack_target vdso MS      main -> outer -> clock_loop, calling clock_gettime (the
 //                             vDSO) back to back for MS ms
@@ -28,25 +28,32 @@
 
 static volatile uint64_t sink;
 
-static double now_ms(void) {
+static double clock_ms(clockid_t id) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(id, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+
+// The thread's own CPU time: what a CPU-clock sampler counts, so that A's
+// and B's sample counts keep their ratio however busy the machine is.
+static double cpu_ms(void) { return clock_ms(CLOCK_THREAD_CPUTIME_ID); }
+
 // The busy loop, as a macro so that each spinning function holds its own
 // copy (a shared helper would be the leaf of every sample instead).
-#define SPIN(ms)                                                      \
+#define SPIN_ON(clock, ms)                                            \
   do {                                                                \
-    double end_ = now_ms() + (ms);                                    \
+    double end_ = clock() + (ms);                                     \
     uint64_t x_ = sink;                                               \
     do {                                                              \
       for (int i_ = 0; i_ < 20000; ++i_) {                            \
         x_ = x_ * 6364136223846793005ull + 1442695040888963407ull;    \
         sink = x_;                                                    \
       }                                                               \
-    } while (now_ms() < end_);                                        \
+    } while (clock() < end_);                                         \
   } while (0)
+#define SPIN(ms) SPIN_ON(now_ms, ms)
 
 NOIPA int inner(int ms) {
   SPIN(ms);
@@ -72,12 +79,12 @@ NOIPA int clock_loop(int ms) {
 }
 
 NOIPA int func_a(int ms) {
-  SPIN(ms);
+  SPIN_ON(cpu_ms, ms);
   return (int)(sink & 1);
 }
 
 NOIPA int func_b(int ms) {
-  SPIN(ms);
+  SPIN_ON(cpu_ms, ms);
   return (int)(sink & 3);
 }
 
