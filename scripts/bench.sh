@@ -39,6 +39,7 @@
 #   BENCH_RESULTS=FILE  render there instead; BENCH_RESULTS_DIR=DIR store there
 #   FUZZ_BENCH_RUNS=N, SOAK_MINUTES=M   the fuzz and soak sizes
 #   FUZZ_JOBS=N                         fuzz targets run at a time (one per CPU)
+#   FUZZ_BENCH_SECONDS=S                a target stops after S s, short of its executions
 #
 # `python3 -m jankbench --render` (from bench/, no root) renders what is
 # stored without measuring anything.
@@ -154,7 +155,7 @@ done
 # --- 3. run ---------------------------------------------------------------------------
 # How the run was asked for, kept in each stored result's provenance.
 knobs=()
-for v in BENCH_QUICK BENCH_ONLY BENCH_SKIP FUZZ_BENCH_RUNS FUZZ_JOBS SOAK_MINUTES; do
+for v in BENCH_QUICK BENCH_ONLY BENCH_SKIP FUZZ_BENCH_RUNS FUZZ_BENCH_SECONDS FUZZ_JOBS SOAK_MINUTES; do
   if [[ -n ${!v:-} ]]; then knobs+=("$v=${!v}"); fi
 done
 if [[ -n ${MAKELEVEL:-} ]]; then

@@ -20,6 +20,9 @@
 #   FUZZ_JSON=FILE   and one JSON line per target there: target, executions,
 #                    exec_per_s, seconds (wall), crashes, rc, corpus_files,
 #                    corpus_kb (the bench's fuzz scenario stores them)
+#   FUZZ_BENCH_SECONDS=S  bench mode: a target stops after S seconds if its
+#                    executions are not done by then (no limit); its row
+#                    has the executions it reached, and is short of the goal
 #   FUZZ_JOBS=N      targets run N at a time (1); the table keeps the
 #                    targets' order. 10 M executions of every target take
 #                    about two hours on one core of this 2-core VM.
@@ -137,6 +140,7 @@ run_target() {
     smoke) corpus=$(mktemp -d "$out/smoke-$t.XXXXXX"); args+=(-max_total_time="${FUZZ_SMOKE_SECONDS:-10}") ;;
     run)   corpus=$out/corpus/$t; args+=(-max_total_time="${FUZZ_SECONDS:-60}") ;;
     bench) corpus=$out/corpus/$t; args+=(-runs="${FUZZ_BENCH_RUNS:-10000000}")
+           [[ -z ${FUZZ_BENCH_SECONDS:-} ]] || args+=(-max_total_time="$FUZZ_BENCH_SECONDS")
            # No allocation stacks kept for reports: a fifth of an execution's
            # time. A crash is rerun from its artifact to get them.
            export ASAN_OPTIONS=${ASAN_OPTIONS:-malloc_context_size=0} ;;
@@ -150,15 +154,22 @@ run_target() {
     "$bin" "${args[@]}" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
   fi
   t1=$(date +%s.%N)
-  local execs rate files bytes crashes
+  local execs rate files bytes crashes interrupted=0
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" 2>/dev/null | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" 2>/dev/null | tail -1)
   crashes=$(find "$art" -type f | wc -l)
-  [[ $rc -ne 0 && $crashes -eq 0 ]] && crashes=1  # failed without an artifact: count it
+  # libFuzzer's exit on SIGINT/SIGTERM (-interrupted_exitcode, 72): stopped
+  # by someone, not a finding; its executions are those it reached.
+  if [[ $rc -eq 72 && $crashes -eq 0 ]] && grep -q 'libFuzzer: run interrupted' "$log" 2>/dev/null; then
+    interrupted=1
+  fi
+  [[ $rc -ne 0 && $crashes -eq 0 && $interrupted -eq 0 ]] && crashes=1  # failed without an artifact: count it
   files=$(find "$corpus" -type f | wc -l)
   bytes=$(du -sk --apparent-size "$corpus" | cut -f1)
   [[ $mode == smoke ]] && rm -rf "$corpus"
-  if [[ $rc -ne 0 ]]; then
+  if [[ $interrupted -eq 1 ]]; then
+    echo "fuzz: $t interrupted after ${execs:-?} executions" >&2
+  elif [[ $rc -ne 0 ]]; then
     echo "fuzz: $t FAILED (exit $rc): $(grep -m1 -E 'ERROR|SUMMARY|runtime error' "$log" "$log.big" 2>/dev/null)" >&2
     echo "fuzz: inputs in $art/, log in $log" >&2
   else
@@ -169,8 +180,8 @@ run_target() {
   if [[ -n ${FUZZ_JSON:-} ]]; then
     # libFuzzer's rate is per whole second of its run: 0 for a run under one.
     [[ ${rate:-0} -gt 0 ]] || rate=$(awk "BEGIN { s = $t1 - $t0; print (s > 0 ? int(${execs:-0} / s) : 0) }")
-    printf '{"target":"%s","executions":%d,"exec_per_s":%d,"seconds":%.1f,"crashes":%d,"rc":%d,"corpus_files":%d,"corpus_kb":%d}\n' \
-      "$t" "${execs:-0}" "${rate:-0}" "$(awk "BEGIN { print $t1 - $t0 }")" "$crashes" "$rc" "$files" "$bytes" >> "$FUZZ_JSON"
+    printf '{"target":"%s","executions":%d,"exec_per_s":%d,"seconds":%.1f,"crashes":%d,"rc":%d,"interrupted":%d,"corpus_files":%d,"corpus_kb":%d}\n' \
+      "$t" "${execs:-0}" "${rate:-0}" "$(awk "BEGIN { print $t1 - $t0 }")" "$crashes" "$rc" "$interrupted" "$files" "$bytes" >> "$FUZZ_JSON"
   fi
 }
 

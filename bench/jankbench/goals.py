@@ -348,6 +348,21 @@ def fuzz_targets(makefile: str | None = None) -> list[str]:
     return m.group(1).split()
 
 
+# libFuzzer's exit when SIGINT or SIGTERM stops it (-interrupted_exitcode):
+# no finding, and its executions are the ones it reached.
+FUZZ_INTERRUPTED_EXIT = 72
+
+
+def fuzz_interrupted(r: dict) -> bool:
+    """A target stopped by a signal (a bench cut short), not failed. Rows
+    of fuzz.sh before it said so itself carry only libFuzzer's exit."""
+    return bool(r.get("interrupted")) or r.get("rc") == FUZZ_INTERRUPTED_EXIT
+
+
+def fuzz_crashes(r: dict) -> int:
+    return 0 if fuzz_interrupted(r) else r["crashes"]
+
+
 def _fuzz(fz, targets: list[str] | None = None):
     """Every target the Makefile has, each FUZZ_GOAL_RUNS executions or more,
     none with a crash, leak, timeout or out-of-memory (fuzz.sh's exit)."""
@@ -355,16 +370,20 @@ def _fuzz(fz, targets: list[str] | None = None):
     rows = {r["target"]: r for r in fz["targets"]}
     missing = [t for t in targets if t not in rows]
     short = [t for t in targets if t in rows and rows[t]["executions"] < FUZZ_GOAL_RUNS]
-    failed = [t for t in targets if t in rows and (rows[t]["crashes"] or rows[t]["rc"])]
+    stopped = [t for t in targets if t in rows and fuzz_interrupted(rows[t])]
+    failed = [t for t in targets if t in rows and t not in stopped and (rows[t]["crashes"] or rows[t]["rc"])]
     ran = [rows[t] for t in targets if t in rows]
     least = min(ran, key=lambda r: r["executions"]) if ran else None
-    fig = (f"{len(ran)} of the Makefile's {len(targets)} targets ran"
+    full = sum(1 for r in ran if r["executions"] >= FUZZ_GOAL_RUNS and r["target"] not in failed)
+    fig = (f"{len(ran)} of the Makefile's {len(targets)} targets ran, {full} to {FUZZ_GOAL_RUNS:,} executions"
            + (f", the fewest executions {least['executions']:,} ({least['target']})" if least else "")
-           + f"; {sum(r['crashes'] for r in ran)} crashes")
+           + f"; {sum(fuzz_crashes(r) for r in ran)} crashes")
     if missing:
         fig += "; never ran: " + ", ".join(missing)
     if short:
-        fig += f"; under {FUZZ_GOAL_RUNS:,}: " + ", ".join(short)
+        fig += f"; under {FUZZ_GOAL_RUNS:,}: " + ", ".join(f"{t} ({rows[t]['executions']:,})" for t in short)
+    if stopped:
+        fig += "; stopped before their executions were done: " + ", ".join(stopped)
     if failed:
         fig += "; failed: " + ", ".join(failed)
     return fig, bool(targets) and not missing and not short and not failed

@@ -2,7 +2,7 @@
 data, and the Notes that close it."""
 from __future__ import annotations
 
-from .goals import soak_lost
+from .goals import FUZZ_INTERRUPTED_EXIT, fuzz_crashes, fuzz_interrupted, soak_lost
 from .stats import fmt, frame_costs, lane_ratio
 
 
@@ -180,9 +180,14 @@ def fuzz(doc, d):
         doc.p("(no rows: scripts/fuzz.sh failed before running a target)", term=True)
         return
     doc.table(["target", "executions", "seconds", "exec/s", "crashes", "exit", "corpus", "build-id"],
-              [[r["target"], f"{r['executions']:,}", f"{r['seconds']:,.0f}", f"{r['exec_per_s']:,}", r["crashes"],
-                r["rc"], f"{r['corpus_files']} files, {r['corpus_kb']} KB", r.get("build_id", "")[:16] or "—"]
+              [[r["target"], f"{r['executions']:,}", f"{r['seconds']:,.0f}", f"{r['exec_per_s']:,}",
+                fuzz_crashes(r), f"{r['rc']} (stopped by a signal)" if fuzz_interrupted(r) else r["rc"],
+                f"{r['corpus_files']} files, {r['corpus_kb']} KB", r.get("build_id", "")[:16] or "—"]
                for r in d["targets"]], align="lrrrrrll")
+    if any(fuzz_interrupted(r) for r in d["targets"]):
+        doc.p(f"Exit {FUZZ_INTERRUPTED_EXIT} is libFuzzer's when a signal stops it (`-interrupted_exitcode`): "
+              "the run was cut short there, with no input saved as a finding; its executions are the ones it "
+              "reached, short of the goal's.", term=True)
 
 
 NOTES = [

@@ -190,6 +190,23 @@ def test_fuzz_goal_covers_every_target_of_the_makefile():
     assert ok is False and f"{len(want)} crashes" in fig, fig
 
 
+def test_a_fuzz_target_stopped_by_a_signal_is_short_not_a_crash():
+    want = ["fuzz_a", "fuzz_b", "fuzz_c"]
+    d = fuzz_data(want)
+    # fuzz_b as fuzz.sh records it now; fuzz_c as it did before it knew
+    # libFuzzer's exit 72 (a crash counted for a run without an artifact).
+    d["targets"][1].update(executions=700_000, rc=72, interrupted=1, crashes=0)
+    d["targets"][2].update(executions=300_000, rc=72, crashes=1)
+    fig, ok = goals._fuzz(d, targets=want)
+    assert ok is False and "0 crashes" in fig and "failed" not in fig, fig
+    assert "1 to 10,000,000 executions" in fig and "stopped before their executions were done: fuzz_b, fuzz_c" in fig
+    assert "fuzz_b (700,000)" in fig, fig
+    # A real failure stays one.
+    d["targets"][0].update(crashes=1, rc=1)
+    fig, ok = goals._fuzz(d, targets=want)
+    assert "1 crashes" in fig and "failed: fuzz_a" in fig, fig
+
+
 def test_fuzz_goal_reads_the_makefile(monkeypatch):
     monkeypatch.setattr(goals, "fuzz_targets", lambda makefile=None: ["fuzz_a", "fuzz_b"])
     res = {"fuzz": {"scenario": "fuzz", "provenance": {}, "data": fuzz_data(["fuzz_a"])}}

@@ -38,5 +38,7 @@ def fuzz(ctx) -> dict:
         clang = subprocess.run(["clang++", "-dumpversion"], capture_output=True, text=True).stdout.strip()
     except OSError:
         clang = "?"
-    return {"runs": runs, "rc": rc, "clang": clang, "cpus": os.cpu_count(), "jobs": int(jobs), "targets": rows,
+    cap = os.environ.get("FUZZ_BENCH_SECONDS") or None
+    return {"runs": runs, "rc": rc, "clang": clang, "cpus": os.cpu_count(), "jobs": int(jobs),
+            "seconds_cap": int(cap) if cap and cap.isdigit() else None, "targets": rows,
             "commands": [f"FUZZ_BENCH_RUNS={runs} FUZZ_JOBS={jobs} scripts/fuzz.sh bench {' '.join(targets)}"]}
