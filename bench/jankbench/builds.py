@@ -20,6 +20,10 @@ from . import config
 # What each scenario measures: a change under these paths makes its stored
 # figures stale. The product for every scenario; the fuzzers' harnesses too.
 PRODUCT = ("src", "bpf", "include")
+# What no scenario but the fuzzers runs: `jankbpf report` and the
+# --report/--perfetto/--folded sinks (made only when those flags are given,
+# and no scenario gives them). A change there leaves the others' figures be.
+NOT_MEASURED = (":(exclude)src/report",)
 CODE = {"fuzz": ("src", "include", "tests/fuzz")}
 
 # The bench's own outputs: never part of the code a run measures.
@@ -27,11 +31,27 @@ OUTPUTS = ("bench/results/", "bench/RESULTS.md")
 
 
 def code_of(scenario: str) -> tuple[str, ...]:
-    return CODE.get(scenario, PRODUCT)
+    """The paths a scenario's figures depend on, as git pathspecs (an
+    `:(exclude)` one takes a part back out)."""
+    return CODE.get(scenario, PRODUCT + NOT_MEASURED)
+
+
+def _excluded(paths) -> tuple[list[str], list[str]]:
+    inc = [p for p in paths if not p.startswith(":(exclude)")]
+    exc = [p[len(":(exclude)"):] for p in paths if p.startswith(":(exclude)")]
+    return inc, exc
 
 
 def under(path: str, paths) -> bool:
-    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in paths)
+    inc, exc = _excluded(paths)
+    within = lambda ps: any(path == p or path.startswith(p.rstrip("/") + "/") for p in ps)
+    return within(inc) and not within(exc)
+
+
+def shown(paths) -> str:
+    """Pathspecs as a reader says them: 'src, bpf, include (not src/report)'."""
+    inc, exc = _excluded(paths)
+    return ", ".join(inc) + (f" (not {', '.join(exc)})" if exc else "")
 
 
 class Git:
@@ -166,7 +186,7 @@ def stale_reason(prov: dict, paths, git) -> str | None:
         return f"it was measured on {commit[:7]}, which is not in this checkout's history"
     later = git.commits_since(commit, paths)
     if later:
-        return (f"{len(later)} later {'commits change' if len(later) > 1 else 'commit changes'} {', '.join(paths)} "
+        return (f"{len(later)} later {'commits change' if len(later) > 1 else 'commit changes'} {shown(paths)} "
                 f"(newest: {later[0]})")
     measured = (prov.get("build") or {}).get("jankbpf_version") or (prov.get("machine") or {}).get("jankbpf")
     if measured and version_commit(measured) and not commit.startswith(version_commit(measured)):

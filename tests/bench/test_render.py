@@ -573,3 +573,29 @@ def test_runs_say_whether_they_measured_the_code_as_it_is():
     one = measured[0]
     line = report.code_line(res, lambda n, e: "a later commit" if n == one else None)
     assert line.startswith(f"{len(measured) - 1} of {len(measured)}") and line.endswith(f"stale: {one}."), line
+
+
+def test_report_code_is_not_what_the_runtime_scenarios_measure(tmp_path):
+    """`jankbpf report` and the --report sinks run in no scenario but the
+    fuzzers: a change there leaves the others fresh, and stales the fuzz."""
+    repo = tmp_path / "repo"
+    for f in ("src/a.cpp", "src/report/r.cpp"):
+        (repo / f).parent.mkdir(parents=True, exist_ok=True)
+        (repo / f).write_text("1\n")
+    git(repo.parent, "init", "-q", str(repo))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "one")
+    g = builds.Git(str(repo))
+    prov = dict(PROV, commit_full=g.head(), commit=g.head()[:7],
+                build={"jankbpf_version": f"jankbpf {g.head()[:7]}"})
+    (repo / "src" / "report" / "r.cpp").write_text("2\n")
+    assert builds.stale_reason(prov, builds.code_of("throughput"), g) is None  # uncommitted, not measured
+    assert builds.stale_reason(prov, builds.code_of("fuzz"), g)
+    git(repo, "commit", "-qam", "a report fix")
+    assert builds.stale_reason(prov, builds.code_of("throughput"), g) is None
+    why = builds.stale_reason(prov, builds.code_of("fuzz"), g)
+    assert why and "a report fix" in why, why
+    (repo / "src" / "a.cpp").write_text("2\n")
+    git(repo, "commit", "-qam", "a product change")
+    why = builds.stale_reason(prov, builds.code_of("throughput"), g)
+    assert why and "1 later commit changes src, bpf, include (not src/report)" in why, why
