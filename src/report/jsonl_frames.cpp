@@ -4,6 +4,7 @@
 // the record's heaviest path only).
 #include <nlohmann/json.hpp>
 
+#include "report/json_field.h"
 #include "report/jsonl_reader.h"
 
 namespace jankbpf::report {
@@ -11,15 +12,11 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Range-checked as the reader's own fields are (report/json_field.h): a
+// frame's pid of 1e76 was converted as is, which is undefined.
 template <typename T>
 T get(const Json& j, const char* key, T fallback) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const Json::exception&) {
-    return fallback;
-  }
+  return json_field<T>(j, key, fallback);
 }
 
 FrameJank jank_of(const std::string& s) {

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <limits>
-#include <type_traits>
 #include <map>
 #include <optional>
 
@@ -13,6 +11,7 @@
 
 #include "cause/kinds.h"
 #include "report/input_file.h"
+#include "report/json_field.h"
 #include "report/sampled.h"
 
 namespace jankbpf::report {
@@ -29,33 +28,9 @@ constexpr size_t kMaxArray = 256;        // strings in a stack, off-CPU periods
 constexpr size_t kMaxExternalLogs = 8;   // files one record may name
 constexpr uint64_t kMaxStackLog = 64u << 20;
 
-// A field of the type wanted, else the fallback. Numbers are range-checked
-// before converting: a JSON number outside the type's range (1e24 for an
-// int64) is the input's choice, and converting it would be undefined.
 template <typename T>
 T get(const Json& j, const char* key, T fallback) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  if constexpr (std::is_same_v<T, bool>) {
-    return it->is_boolean() ? it->template get<bool>() : fallback;
-  } else if constexpr (std::is_integral_v<T>) {
-    using L = std::numeric_limits<T>;
-    long double v;
-    if (it->is_number_unsigned()) v = static_cast<long double>(it->template get<uint64_t>());
-    else if (it->is_number_integer()) v = static_cast<long double>(it->template get<int64_t>());
-    else if (it->is_number_float()) v = static_cast<long double>(it->template get<double>());
-    else return fallback;
-    if (!(v >= static_cast<long double>(L::min()) && v <= static_cast<long double>(L::max()))) return fallback;  // NaN too
-    return static_cast<T>(v);
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return it->is_number() ? it->template get<T>() : fallback;
-  } else {
-    try {
-      return it->template get<T>();
-    } catch (const Json::exception&) {
-      return fallback;
-    }
-  }
+  return json_field<T>(j, key, fallback);
 }
 
 std::vector<std::string> strings(const Json& j, const char* key, size_t max = kMaxArray) {

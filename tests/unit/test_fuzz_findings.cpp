@@ -9,6 +9,8 @@
 #include <string>
 
 #include "config/jank_config.h"
+#include <nlohmann/json.hpp>
+
 #include "report/jsonl_reader.h"
 #include "stack/tree.h"
 
@@ -103,4 +105,43 @@ TEST_CASE("fuzz: out-of-range numbers in a record read as absent", "[fuzz][repor
   CHECK_FALSE(r.seen_running);
   REQUIRE(run.exits.size() == 1);
   CHECK(run.exits[0].exit_code == 0);
+}
+
+// fuzz_report_jsonl (stop 38): a `frame` record's fields were read with a
+// getter of their own (report/jsonl_frames.cpp) that had none of the range
+// checks above, so "pid":1303211…1 (1.3e76) was converted to an int:
+// undefined (UBSan). Both readers now share report/json_field.h, which also
+// turns away durations that are negative, not finite or over 1e12: the
+// Perfetto writer turns a task's duration_ms into ns.
+TEST_CASE("fuzz: a frame record's out-of-range numbers read as absent", "[fuzz][report]") {
+  using namespace jankbpf::report;
+  const auto j = nlohmann::json::parse(
+      R"({"type":"frame","time":1795694609969,"pid":1303211111111111111111111111111111111111111111111111111111111111111111111111,)"
+      R"("tid":-1e300,"frame_number":-3,"interval_ms":1e300,"skipped_frames":1e10,)"
+      R"("expected":{"start_monotonic_ns":100,"deadline_monotonic_ns":1e30},)"
+      R"("actual":{"start_monotonic_ns":200,"end_monotonic_ns":300},"state_ms":{"running":-5,"sleeping":1e13}})");
+  FrameRecord rec;
+  REQUIRE(frame_from_json(j, &rec));
+  CHECK(rec.proc.pid == 0);
+  CHECK(rec.frame.pid == 0);
+  CHECK(rec.frame.tid == 0);
+  CHECK(rec.frame.number == 0);
+  CHECK(rec.frame.interval_ns == 0);
+  CHECK(rec.frame.skipped_frames == 0);
+  CHECK(rec.frame.deadline_ns == 0);
+  CHECK(rec.frame.running_ms == 0);
+  CHECK(rec.frame.sleeping_ms == 0);
+  CHECK(rec.frame.start_ns == 200);
+  CHECK(rec.time_ms == 1795694609969);
+
+  std::istringstream in(R"({"type":"jank","pid":7,"tid":7,"duration_ms":1e300,"delivery_ms":-1,)"
+                        R"("state_ms":{"running":"x","runnable":-0.5}})" "\n");
+  ReadOptions opts;
+  opts.read_logs = false;
+  ReadStats st;
+  Run run = read_jsonl(in, opts, &st);
+  REQUIRE(run.tasks.size() == 1);
+  CHECK(run.tasks[0].rec.duration_ms == 0);
+  CHECK(run.tasks[0].rec.delivery_ms == 0);
+  CHECK(run.tasks[0].rec.state.running_ms == 0);
 }
