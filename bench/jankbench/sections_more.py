@@ -184,6 +184,9 @@ def fuzz(doc, d):
                 fuzz_crashes(r), f"{r['rc']} (stopped by a signal)" if fuzz_interrupted(r) else r["rc"],
                 f"{r['corpus_files']} files, {r['corpus_kb']} KB", r.get("build_id", "")[:16] or "—"]
                for r in d["targets"]], align="lrrrrrll")
+    for r in d["targets"]:
+        if r.get("identity"):
+            doc.p(f"{r['target']}'s build-id: {r['identity']}.", term=True)
     if any(fuzz_interrupted(r) for r in d["targets"]):
         doc.p(f"Exit {FUZZ_INTERRUPTED_EXIT} is libFuzzer's when a signal stops it (`-interrupted_exitcode`): "
               "the run was cut short there, with no input saved as a finding; its executions are the ones it "

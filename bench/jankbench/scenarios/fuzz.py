@@ -20,6 +20,14 @@ def fuzz(ctx) -> dict:
     runs = config.FUZZ_RUNS
     targets = fuzz_targets()
     say(f"fuzzing: {len(targets)} targets, {runs:,} executions each")
+    # Each binary's identity before it runs: one rebuilt while the run is
+    # still going (a fix of what it found) must not lend it its build-id.
+    ids = {}
+    for t in targets:
+        path = os.path.join(config.ROOT, "build", "fuzz", t)
+        if os.path.exists(path):
+            b = builds.binary(path)
+            ids[t] = (b["build_id"], b["sha256"])
     with tempfile.TemporaryDirectory(prefix="jankbpf-fuzz-") as tmp:
         lines = os.path.join(tmp, "fuzz.jsonl")
         # Targets side by side, one per CPU: each is one single-threaded
@@ -30,10 +38,8 @@ def fuzz(ctx) -> dict:
                             cwd=config.ROOT, env=env, stdout=subprocess.DEVNULL).returncode
         rows = [json.loads(l) for l in open(lines)] if os.path.exists(lines) else []
     for r in rows:
-        path = os.path.join(config.ROOT, "build", "fuzz", r["target"])
-        if os.path.exists(path):
-            b = builds.binary(path)
-            r["build_id"], r["sha256"] = b["build_id"], b["sha256"]
+        if r["target"] in ids:
+            r["build_id"], r["sha256"] = ids[r["target"]]
     try:
         clang = subprocess.run(["clang++", "-dumpversion"], capture_output=True, text=True).stdout.strip()
     except OSError:
