@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import builds, config
-from .stats import avg_hook_ns, bpf_share, fmt, frame_costs, lane_ratio, median, ratios, where_added
+from .stats import (avg_hook_ns, bpf_share, fmt, frame_costs, lane_ratio, median, ratios, where_added,
+                    where_server_added)
 
 
 @dataclass
@@ -50,9 +51,9 @@ def _where(d):
     for w in d["workloads"]:
         added = {c: {k: where_added(d, c, w, k) for k in d["server_kinds"]} for c in ("jankbpf", "bpftrace")}
         top = max(added["jankbpf"], key=added["jankbpf"].get)
-        parts.append(f"{w}: jankbpf +{sum(added['jankbpf'].values()):.2f} µs/request "
-                     f"(most in {top}, +{added['jankbpf'][top]:.2f}), bpftrace "
-                     f"+{sum(added['bpftrace'].values()):.2f}")
+        parts.append(f"{w}: jankbpf {where_server_added(d, 'jankbpf', w):+.2f} µs/request "
+                     f"(most in {top}, {added['jankbpf'][top]:+.2f}), bpftrace "
+                     f"{where_server_added(d, 'bpftrace', w):+.2f}")
     return "; ".join(parts), None
 
 

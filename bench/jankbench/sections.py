@@ -4,7 +4,7 @@ were measured, with the run's own sizes (rounds, calls) from the data."""
 from __future__ import annotations
 
 from .stats import (avg_hook_ns, bpf_share, median, ratios, spread, where_added, where_per_request,
-                    where_symbols_added)
+                    where_server_added, where_symbols_added)
 
 LABEL = {"none": "nothing", "jankbpf": "jankbpf", "jankbpf-nostacks": "jankbpf --log-type 2",
          "bpftrace": "bpftrace jank.bt", "floor": "bpftrace floor.bt (the floor)"}
@@ -69,9 +69,8 @@ def where(doc, d):
                 continue
             who = "server: " + k if k in d["server_kinds"] else k
             rows.append([who, f"{b:.2f}", *[f"{a:+.2f}" for a in added]])
-        server = lambda rs: [sum(v for k, v in r.items() if k in d["server_kinds"]) for r in rs]
-        tot_b = median(server(base))
-        tot_a = [median([t - b for t, b in zip(server(where_per_request(d, c, w)), server(base))]) for c in tools]
+        tot_b = median([sum(v for k, v in r.items() if k in d["server_kinds"]) for r in base])
+        tot_a = [where_server_added(d, c, w) for c in tools]
         rows.append(["**server, all**", f"{tot_b:.2f}", *[f"{a:+.2f}" for a in tot_a]])
         rows.append(["server context switches per request", f"{median([r['switches'] for r in base]):.2f}",
                      *[f"{where_added(d, c, w, 'switches'):+.2f}" for c in tools]])

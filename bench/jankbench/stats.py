@@ -99,3 +99,11 @@ def where_symbols_added(d: dict, cfg: str, workload: str) -> list[tuple[str, flo
             v = t["symbols"].get(k, 0) * us / (t["n"] or 1) - b["symbols"].get(k, 0) * us / (b["n"] or 1)
             added[k] = added.get(k, 0.0) + v / len(pairs)
     return sorted(((k, v) for k, v in added.items() if v > 0), key=lambda kv: -kv[1])
+
+
+def where_server_added(d: dict, cfg: str, workload: str) -> float:
+    """Median over rounds of what cfg adds to the server's whole CPU per
+    request (all its buckets), against the same round's baseline."""
+    total = lambda rs: [sum(v for k, v in r.items() if k in d["server_kinds"]) for r in rs]
+    tool, base = total(where_per_request(d, cfg, workload)), total(where_per_request(d, "none", workload))
+    return median([t - b for t, b in zip(tool, base)])

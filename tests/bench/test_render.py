@@ -535,6 +535,7 @@ PERF_LINES = """\
     redis-server  4242/4243  100.501250:  ffffffff81b0c000 __schedule ([kernel.kallsyms])
     redis-server  4242/4242  100.501300:  ffffffff81b0c100 finish_task_switch.isra.0 ([kernel.kallsyms])
     redis-server  4242/4242  100.501350:  ffffffff81030000 read_tsc ([kernel.kallsyms])
+    redis-server  4242/4242  100.501400:  ffffffff81250000 trace_event_buffer_reserve ([kernel.kallsyms])
     redis-server  4242/4242  100.501500:  ffffffff81700000 tcp_sendmsg ([kernel.kallsyms])
     redis-server  4242/4242  100.501750:      55d0c0de0000 dictFind (/usr/bin/redis-server)
     redis-server  4242/4242  100.502000:      55d0c0de0000 operator()(int) const (/usr/bin/redis-server)
@@ -550,18 +551,19 @@ def test_perf_samples_are_bucketed_by_who_and_what_ran():
     import importlib
     where = importlib.import_module("jankbench.scenarios.where")  # the package re-exports its function
     samples = list(where.parse_samples(PERF_LINES))
-    assert len(samples) == 16
-    assert samples[10][2] == "operator()(int) const" and samples[10][3] == "/usr/bin/redis-server"
-    assert samples[11][0] == 777  # a comm with a space
+    assert len(samples) == 17
+    assert samples[11][2] == "operator()(int) const" and samples[11][3] == "/usr/bin/redis-server"
+    assert samples[12][0] == 777  # a comm with a space
     b = where.bucket(samples, (100.0, 101.0), {4242}, 777, {5000})
     assert b == {"BPF programs": 1, "tracepoint and BPF dispatch": 2,
                  "syscall slow path (entry and exit work)": 1, "BPF helpers and maps": 1,
                  "scheduler (switches, wakeups)": 1, "other kernel": 1, "clock reads": 1,
                  "interrupts-off sections (switch and wakeup hooks run in them)": 1,
+                 "ftrace event recording (a trace instance's buffer)": 1,
                  "user space (the server's own code)": 2, "the tool's own threads": 1,
                  "the client (redis-benchmark)": 1, "other processes": 1}, b
     # Idle and samples outside the workload's window count nowhere.
-    assert sum(b.values()) == 14
+    assert sum(b.values()) == 15
 
 
 def test_runs_say_whether_they_measured_the_code_as_it_is():
@@ -599,3 +601,13 @@ def test_report_code_is_not_what_the_runtime_scenarios_measure(tmp_path):
     git(repo, "commit", "-qam", "a product change")
     why = builds.stale_reason(prov, builds.code_of("throughput"), g)
     assert why and "1 later commit changes src, bpf, include (not src/report)" in why, why
+
+
+def test_where_the_throughput_goes_is_reported_from_its_samples():
+    r = rows()["where"]
+    assert r["state"] == "reported", r
+    assert re.search(r"redis SET: jankbpf [+-]\d+\.\d\d µs/request \(most in .+\), bpftrace [+-]\d+\.\d\d", r["figure"]), r
+    md, _, _ = report.render(results(), stale=fresh)
+    sec = md.split("## 1b.")[1].split("\n## ")[0]
+    assert "**ping-pong**, µs per request" in sec and "| **server, all** |" in sec, sec[:2000]
+    assert "The server's functions whose samples grew most under jankbpf" in sec

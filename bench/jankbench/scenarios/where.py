@@ -7,9 +7,9 @@ workload runs, with nothing attached, with jankbpf (defaults) and with
 bench/jank.bt, in turn, ROUNDS times. Each sample is the leaf function the
 CPU was in; it is put in one bucket by who ran (the server, the tool's own
 threads, the client, anything else) and, for the server, by what the
-function is (BPF program, interrupts-off section, tracepoint dispatch,
-clock read, syscall slow path, perf events, scheduler, other kernel, user
-space). A bucket's samples times the
+function is (BPF program, interrupts-off section, ftrace event recording,
+tracepoint dispatch, clock read, syscall slow path, perf events,
+scheduler, other kernel, user space). A bucket's samples times the
 sampling period over the requests served is its CPU per request; the
 difference to the same round's baseline is what the tool added there."""
 from __future__ import annotations
@@ -41,8 +41,13 @@ KERNEL_KINDS = [
     ("interrupts-off sections (switch and wakeup hooks run in them)", re.compile(
         r"^(finish_task_switch(\.isra\.\d+)?|_raw_spin_unlock_irqrestore|_raw_spin_unlock_irq|"
         r"raw_spin_rq_unlock_irq)$")),
+    # Events written into an ftrace instance's ring buffer: jankbpf keeps
+    # one recording the scheduler and interrupt events, for its traces.
+    ("ftrace event recording (a trace instance's buffer)", re.compile(
+        r"^(trace_event_raw_event_|trace_event_buffer_(reserve|commit)|__rb_reserve_next|rb_commit|rb_move_tail|"
+        r"ring_buffer_(lock_reserve|unlock_commit)|trace_buffer_lock_reserve|tracing_gen_ctx|__trace_)")),
     ("tracepoint and BPF dispatch", re.compile(
-        r"^(trace_call_bpf|bpf_trace_run\d+|__bpf_trace_|perf_trace_|__traceiter_|trace_event_raw_|"
+        r"^(trace_call_bpf|bpf_trace_run\d+|__bpf_trace_|perf_trace_|__traceiter_|"
         r"perf_syscall_(enter|exit)|__bpf_prog_(enter|exit)|migrate_(enable|disable)$)")),
     ("BPF helpers and maps", re.compile(
         r"^(bpf_|__bpf_|htab_|__htab_|array_map_|ringbuf_|__bpf_ringbuf|bpf_ringbuf|task_storage_|"
