@@ -352,14 +352,20 @@ def git(repo, *args):
                           capture_output=True, text=True, check=True).stdout
 
 
-def test_dirty_files_of_a_real_checkout_leave_the_bench_outputs_out(tmp_path):
+def repo_of(tmp_path, files):
+    """A git repository in tmp_path whose first commit ("one") holds files."""
     repo = tmp_path / "repo"
-    for f in ("src/a.cpp", "bench/results/x.json", "bench/RESULTS.md", "README.md"):
+    for f in files:
         (repo / f).parent.mkdir(parents=True, exist_ok=True)
         (repo / f).write_text("1\n")
     git(repo.parent, "init", "-q", str(repo))
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "one")
+    return repo
+
+
+def test_dirty_files_of_a_real_checkout_leave_the_bench_outputs_out(tmp_path):
+    repo = repo_of(tmp_path, ("src/a.cpp", "bench/results/x.json", "bench/RESULTS.md", "README.md"))
     g = builds.Git(str(repo))
     assert g.dirty_files() == {}
     (repo / "bench" / "results" / "x.json").write_text("2\n")
@@ -553,8 +559,8 @@ def test_perf_samples_are_bucketed_by_who_and_what_ran():
     samples = list(where.parse_samples(PERF_LINES))
     assert len(samples) == 17
     assert samples[11][2] == "operator()(int) const" and samples[11][3] == "/usr/bin/redis-server"
-    assert samples[12][0] == 777  # a comm with a space
-    b = where.bucket(samples, (100.0, 101.0), {4242}, 777, {5000})
+    assert samples[12][0] == 777 and samples[12][4] == "jankbpf ring"  # a comm with a space
+    b = where.bucket(samples, (100.0, 101.0), {4242}, 777)
     assert b == {"BPF programs": 1, "tracepoint and BPF dispatch": 2,
                  "syscall slow path (entry and exit work)": 1, "BPF helpers and maps": 1,
                  "scheduler (switches, wakeups)": 1, "other kernel": 1, "clock reads": 1,
@@ -580,13 +586,7 @@ def test_runs_say_whether_they_measured_the_code_as_it_is():
 def test_report_code_is_not_what_the_runtime_scenarios_measure(tmp_path):
     """`jankbpf report` and the --report sinks run in no scenario but the
     fuzzers: a change there leaves the others fresh, and stales the fuzz."""
-    repo = tmp_path / "repo"
-    for f in ("src/a.cpp", "src/report/r.cpp"):
-        (repo / f).parent.mkdir(parents=True, exist_ok=True)
-        (repo / f).write_text("1\n")
-    git(repo.parent, "init", "-q", str(repo))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "one")
+    repo = repo_of(tmp_path, ("src/a.cpp", "src/report/r.cpp"))
     g = builds.Git(str(repo))
     prov = dict(PROV, commit_full=g.head(), commit=g.head()[:7],
                 build={"jankbpf_version": f"jankbpf {g.head()[:7]}"})

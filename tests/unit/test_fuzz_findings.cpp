@@ -27,6 +27,15 @@ size_t lines_of(const std::string& s, bool ends_in_newline = false) {
   return n;
 }
 
+// JSON lines as `jankbpf report` reads them, without opening stack logs.
+report::Run read_records(const std::string& text) {
+  std::istringstream in(text);
+  report::ReadOptions opts;
+  opts.read_logs = false;
+  report::ReadStats st;
+  return report::read_jsonl(in, opts, &st);
+}
+
 }  // namespace
 
 // fuzz_stack_tree: heaviest_stack() is one "#NN frame" per line, but it
@@ -86,14 +95,10 @@ TEST_CASE("fuzz: a deeply nested config value is named, not dumped", "[fuzz][con
 // values"). Such a field now reads as absent.
 TEST_CASE("fuzz: out-of-range numbers in a record read as absent", "[fuzz][report]") {
   using namespace jankbpf::report;
-  std::istringstream in(
+  Run run = read_records(
       R"({"type":"jank","time":1.79569e+24,"pid":-1e300,"tid":4294967296,"uid":-1,"duration_ms":1e300,)"
       R"("begin_monotonic_ns":-5,"task_seq":18446744073709551615,"seen_running":1})" "\n"
       R"({"type":"exit","pid":7,"exit_code":1e19})" "\n");
-  ReadOptions opts;
-  opts.read_logs = false;
-  ReadStats st;
-  Run run = read_jsonl(in, opts, &st);
   REQUIRE(run.tasks.size() == 1);
   const TaskRecord& r = run.tasks[0].rec;
   CHECK(r.time_ms == 0);
@@ -134,12 +139,8 @@ TEST_CASE("fuzz: a frame record's out-of-range numbers read as absent", "[fuzz][
   CHECK(rec.frame.start_ns == 200);
   CHECK(rec.time_ms == 1795694609969);
 
-  std::istringstream in(R"({"type":"jank","pid":7,"tid":7,"duration_ms":1e300,"delivery_ms":-1,)"
-                        R"("state_ms":{"running":"x","runnable":-0.5}})" "\n");
-  ReadOptions opts;
-  opts.read_logs = false;
-  ReadStats st;
-  Run run = read_jsonl(in, opts, &st);
+  Run run = read_records(R"({"type":"jank","pid":7,"tid":7,"duration_ms":1e300,"delivery_ms":-1,)"
+                         R"("state_ms":{"running":"x","runnable":-0.5}})" "\n");
   REQUIRE(run.tasks.size() == 1);
   CHECK(run.tasks[0].rec.duration_ms == 0);
   CHECK(run.tasks[0].rec.delivery_ms == 0);

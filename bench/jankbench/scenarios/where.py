@@ -82,7 +82,7 @@ def kind_of(sym: str, dso: str) -> str:
 
 
 def parse_samples(text: str):
-    """(pid, monotonic s, sym, dso) of each `perf script` line."""
+    """(pid, monotonic s, sym, dso, comm) of each `perf script` line."""
     for line in text.splitlines():
         m = _LINE.match(line)
         if not m:
@@ -92,21 +92,25 @@ def parse_samples(text: str):
         if rest.endswith(")") and " (" in rest:
             sym, dso = rest.rsplit(" (", 1)
             dso = dso[:-1]
-        yield int(m["pid"]), float(m["time"]), sym.strip(), dso
+        yield int(m["pid"]), float(m["time"]), sym.strip(), dso, m["comm"]
 
 
-def bucket(samples, window, server: set[int], tool: int | None, client: set[int]) -> dict:
-    """Samples inside the window, by bucket: the server's by kind, the rest by who."""
+CLIENT = "redis-benchmark"
+
+
+def bucket(samples, window, server: set[int], tool: int | None) -> dict:
+    """Samples inside the window, by bucket: the server's by kind, the rest
+    by who (the client by its name: it runs only inside the window)."""
     t0, t1 = window
     out: dict[str, int] = {}
-    for pid, t, sym, dso in samples:
+    for pid, t, sym, dso, comm in samples:
         if not t0 <= t <= t1 or pid <= 0:
             continue  # idle (pid 0) and samples before or after the workload
         if pid in server:
             key = kind_of(sym, dso)
         elif tool is not None and pid == tool:
             key = OTHERS[0]
-        elif pid in client:
+        elif comm == CLIENT:
             key = OTHERS[1]
         else:
             key = OTHERS[2]
@@ -118,7 +122,7 @@ def server_symbols(samples, window, server: set[int], most: int = 40) -> dict:
     """The server's samples by leaf function, the `most` most sampled."""
     t0, t1 = window
     count: dict[str, int] = {}
-    for pid, t, sym, dso in samples:
+    for pid, t, sym, dso, _ in samples:
         if pid in server and t0 <= t <= t1:
             kernel = dso.startswith("[") or sym.startswith("bpf_prog_")
             key = sym if kernel else f"{sym} ({os.path.basename(dso)})"
@@ -157,20 +161,6 @@ class Perf:
         return list(parse_samples(r.stdout))
 
 
-def client_pids() -> set[int]:
-    """redis-benchmark processes now running (the client of this run)."""
-    out = set()
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open(f"/proc/{p}/comm") as f:
-                    if f.read().strip() == "redis-benchmark":
-                        out.add(int(p))
-            except OSError:
-                pass
-    return out
-
-
 def where(ctx) -> dict:
     wl = ctx.workloads()
     wl.ready()
@@ -186,27 +176,15 @@ def where(ctx) -> dict:
                         server = set(wl.pp.pids) if w["kind"] == "pingpong" else {wl.redis.pid}
                         before = [proc_counters(p) for p in server]
                         perf = Perf(os.path.join(tmp, "perf.data"))
-                        clients: set[int] = set()
                         t0 = time.monotonic()
-                        if w["kind"] == "redis":
-                            # The client's pid is only known while it runs.
-                            p = spawn(wl.redis.bench_argv(w["test"], w["pipeline"], w["n"]),
-                                      stdout=subprocess.PIPE, text=True)
-                            time.sleep(0.05)
-                            clients = client_pids()
-                            out, _ = p.communicate()
-                            rate = next((float(l.split(",")[1].strip('"')) for l in out.splitlines()
-                                         if l.strip('"').upper().startswith(w["test"].upper())), None)
-                            res = {"rate": rate, "n": w["n"]}
-                        else:
-                            res = wl.run(w)
+                        res = wl.run(w)
                         t1 = time.monotonic()
                         samples = perf.samples()
                         after = [proc_counters(p) for p in server]
                         res["seconds"] = t1 - t0
                         res["switches"] = sum(a["vol"] + a["nonvol"] - b["vol"] - b["nonvol"]
                                               for a, b in zip(after, before))
-                        res["buckets"] = bucket(samples, (t0, t1), server, tool.pid if tool else None, clients)
+                        res["buckets"] = bucket(samples, (t0, t1), server, tool.pid if tool else None)
                         res["symbols"] = server_symbols(samples, (t0, t1), server)
                         runs[cfg][w["name"]].append(res)
                 finally:
