@@ -83,7 +83,14 @@ def assert_states_match(task, j):
         assert parts[want] >= 0.90 * off, f"{task['kind']}: {want} only {parts[want]} of {off:.3f} ms off-CPU ({parts})"
         assert off >= 0.75 * j["duration_ms"], (task["kind"], parts)
     elif want:
-        assert parts[want] >= 0.90 * j["duration_ms"], f"{task['kind']}: {want} only {parts[want] / j['duration_ms']:.0%} ({parts})"
+        # Time the app itself measured waiting for a CPU (checked against
+        # jankbpf's runnable above) is not the task's own state: two FIFO
+        # spinners on two CPUs still lose 50 ms a second to the kernel's
+        # fair server or RT throttling (seen: 48 of 225 ms under CI).
+        base = j["duration_ms"]
+        if want != "runnable" and "run_delay_ns" in task:
+            base -= task["run_delay_ns"] / 1e6
+        assert parts[want] >= 0.90 * base, f"{task['kind']}: {want} only {parts[want]:.3f} of {base:.3f} ms not spent waiting for a CPU ({parts})"
 
 
 def assert_matches_truth(janks, target, threshold=THRESHOLD, worker=0):
