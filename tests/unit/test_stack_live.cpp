@@ -681,7 +681,17 @@ TEST_CASE("live x86_64: samples in the vDSO unwind through its CFI", "[stack][li
     const Frame& leaf = s.frames[s.kernel_frames];
     if (leaf.module != "[vdso]") continue;
     ++in_vdso;
-    CHECK(!leaf.symbol.empty());
+    INFO("vdso leaf at offset 0x" << std::hex << leaf.module_offset << std::dec << ": " << dump(s));
+    // Some kernels' vDSOs keep the clock read in a local function that
+    // .dynsym does not name (6.18.44-fc-v782: 0x780-0x810, called from
+    // clock_gettime): then the exported function that called it is named.
+    const Frame* named = nullptr;
+    for (size_t i = s.kernel_frames; i < s.frames.size() && s.frames[i].module == "[vdso]"; ++i)
+      if (!s.frames[i].symbol.empty()) {
+        named = &s.frames[i];
+        break;
+      }
+    CHECK(named != nullptr);
     CHECK(!leaf.build_id.empty());
     if (count_chain({s}, {"clock_loop", "main"}) == 1 && s.stop == UnwindStop::Complete) ++through;
     if (example.empty()) example = dump(s);
