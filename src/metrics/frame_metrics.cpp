@@ -1,5 +1,7 @@
 #include "metrics/frame_metrics.h"
 
+#include "metrics/prom_number.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,15 +21,7 @@ std::string escape(const std::string& v) {
   return out;
 }
 
-std::string num(double v) {
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  char buf[64];
-  for (int precision = 1; precision <= 17; precision++) {
-    snprintf(buf, sizeof buf, "%.*g", precision, v);
-    if (strtod(buf, nullptr) == v) break;
-  }
-  return buf;
-}
+std::string num(double v) { return prom_number(v); }
 
 void family(std::string& out, const char* name, const char* type, const char* help) {
   out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";

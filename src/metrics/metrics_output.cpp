@@ -1,5 +1,7 @@
 #include "metrics/metrics_output.h"
 
+#include "metrics/prom_number.h"
+
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -92,16 +94,7 @@ std::string prometheus_label_value(std::string_view raw, size_t max_bytes, bool 
 
 namespace {
 
-std::string num(double v) {
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  // The shortest form that reads back the same: le="0.15", not 0.14999999999999999.
-  char buf[64];
-  for (int precision = 1; precision <= 17; precision++) {
-    snprintf(buf, sizeof buf, "%.*g", precision, v);
-    if (strtod(buf, nullptr) == v) break;
-  }
-  return buf;
-}
+std::string num(double v) { return prom_number(v); }
 
 void family(std::string& out, const char* name, const char* type, const char* help) {
   out += "# HELP ";

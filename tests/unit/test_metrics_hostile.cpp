@@ -24,6 +24,7 @@
 #include "metrics/listen_addr.h"
 #include "metrics/metrics_output.h"
 #include "metrics/peer.h"
+#include "metrics/prom_number.h"
 #include "skip.h"
 
 using namespace jankbpf;
@@ -453,4 +454,18 @@ TEST_CASE("one page serves every client of the same second", "[metrics][hostile]
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO("20 scrapes took " << took << " s");
   CHECK(renders <= 1 + static_cast<int>(took));
+}
+
+TEST_CASE("sample values: counts in digits, fractions in their shortest exact form", "[metrics]") {
+  // CI saw `jankbpf_frames_total{...} 8.7e+02`: valid for a scraper, not
+  // for people or for rules that match the line.
+  CHECK(prom_number(870) == "870");
+  CHECK(prom_number(100) == "100");
+  CHECK(prom_number(0) == "0");
+  CHECK(prom_number(123456789012.0) == "123456789012");
+  CHECK(prom_number(0.15) == "0.15");
+  CHECK(prom_number(6.838521373) == "6.838521373");
+  CHECK(prom_number(1e300) == "1e+300");
+  CHECK(prom_number(1.0 / 0.0) == "+Inf");
+  CHECK(prom_number(std::nan("")) == "NaN");
 }
