@@ -53,11 +53,12 @@ class Watch:
 
 
 def test_exec_storm_costs_no_jank_and_no_resources(tmp_path):
-    """30,000 processes in 15 s, each exec'd, waiting twice in poll() and
+    """Up to 30,000 processes in 15 s (2,000 a second asked; the machine's
+    fork and exec bound it), each exec'd, waiting twice in poll() and
     exiting, while jankbpf watches every process and one jank_target janks
     eight times through it. Memory and descriptors are read after a first
     5 s of storm (the first stacks load kallsyms and DWARF) and must not
-    grow over the next 10 s: 20,000 more processes cost nothing lasting."""
+    grow over the next 10 s: thousands more processes cost nothing lasting."""
     jb = Jankbpf("--ignore-startup-time", IGNORE, "--threshold", "100", "--log-dir", str(tmp_path))
     storms = []
     with Target.start("spin:200x8", start_delay=4, gap_ms=1500, name="jt-in-storm") as target:
@@ -75,8 +76,11 @@ def test_exec_storm_costs_no_jank_and_no_resources(tmp_path):
     print(f"storm: {spawned} processes in {seconds:.1f} s ({spawned / seconds:.0f}/s), "
           f"{sum(g['failed'] for g in got)} failed; jankbpf after 5 s: {fds_warm} fds, {rss_warm} kB; "
           f"over the next 10 s: max {watch.max_fds} fds, {watch.max_rss} kB")
-    # The storm was one: at least 1,800 a second, with jankbpf on.
-    assert spawned >= 1800 * 15 and all(g["failed"] == 0 for g in got), got
+    # The storm was one: thousands of processes. Not a rate: fork and exec
+    # alone ran 1,800+ a second on one VM and 534 a second, without jankbpf,
+    # on CI's of 2026-11-27 (513 with it); what is checked is that
+    # thousands more processes cost nothing lasting.
+    assert spawned >= 5000 and all(g["failed"] == 0 for g in got), got
     t0 = time.monotonic()
     assert jb.stop(signal.SIGTERM) == 0, jb.stderr
     assert time.monotonic() - t0 < 3, "stopping took longer than 3 s after the storm"
