@@ -134,7 +134,7 @@ def hooks(doc, d):
 
 def startup(doc, d):
     rec = (f" Its trace recorder (the ftrace instance for tasks past 450 ms) is set up beside the BPF "
-           f"load and may be ready after the attach: its `ftrace instance ... recording` line came at "
+           f"load and may be ready after the attach: its `ftrace instance ... ready` line came at "
            f"{spread(d['jankbpf_recorder'], '.0f')} ms." if d.get("jankbpf_recorder") else "")
     doc.p(f"Median [min–max] of {d['reps']} runs, interleaved. jankbpf: to its `jankbpf: attached` "
           f"line on stderr.{rec} bpftrace: `bench/jank.bt` plus a sentinel probe declared last "

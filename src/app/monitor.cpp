@@ -340,7 +340,13 @@ bool Monitor::start_stacks() {
 
 void Monitor::begin_traces() {
   if (!opts_.jank.trace_enabled()) return;
-  traces_ = std::make_unique<TraceKeeper>(*reporter_);
+  // On demand, the recorder holds on past a task's early mark or crossing
+  // for as long as the task takes to reach the trace bound from there, and
+  // a second more.
+  RecorderOptions recorder;
+  recorder.on_demand = !opts_.trace_always;
+  recorder.hold_ns = (uint64_t{opts_.trace_threshold_ms} + 1000) * 1'000'000;
+  traces_ = std::make_unique<TraceKeeper>(*reporter_, CaptureOptions{}, recorder);
   trace_ready_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (trace_ready_) epoll_add(epoll_.get(), trace_ready_.get(), kTagTraceReady);
   const uint32_t delay_ms = test_seams::trace_setup_delay_ms();
@@ -359,6 +365,18 @@ void Monitor::await_traces() {
   finish_traces();
 }
 
+// A watched task is long: an on-demand recorder records from now on. While
+// the recorder is still being set up (a task long that soon after the
+// attach) the wish waits for it in finish_traces, not the loop.
+void Monitor::want_trace_recording() {
+  if (!traces_) return;
+  if (trace_setup_.joinable()) {
+    trace_wanted_ = true;
+    return;
+  }
+  if (traces_ok_) traces_->want_recording();
+}
+
 void Monitor::finish_traces() {
   if (!traces_) return;
   std::string where;
@@ -372,6 +390,7 @@ void Monitor::finish_traces() {
     return;
   }
   epoll_add(epoll_.get(), traces_->deadline_fd(), kTagTraceDeadline);
+  if (trace_wanted_) traces_->want_recording();
 }
 
 void Monitor::loop() {
@@ -583,6 +602,7 @@ void Monitor::on_task(const jb_task_event& e) {
   switch (e.hdr.type) {
     case JB_EV_EARLY:  // stacks wanted from now on
       keep_sampling(true);
+      want_trace_recording();
       if (sampling_ || detector_->offcpu_enabled()) {
         const auto pid = static_cast<pid_t>(e.hdr.pid);
         set_eager(pid, reporter_->pin(pid) && sampling_);
@@ -590,6 +610,7 @@ void Monitor::on_task(const jb_task_event& e) {
       return;
     case JB_EV_CROSSING:
       log::info("pid %u tid %u crossed the threshold", e.hdr.pid, e.hdr.tid);
+      want_trace_recording();
       return;
     case JB_EV_TRACE:
       await_traces();  // at once, should the recorder still be starting

@@ -71,6 +71,7 @@ class Monitor {
   // at once by await_traces() when a trace is wanted or the run ends first.
   void begin_traces();
   void await_traces();
+  void want_trace_recording();
   void finish_traces();
   void announce_attached();
   void loop();
@@ -118,6 +119,7 @@ class Monitor {
   std::thread trace_setup_;  // touches only traces_ until await_traces() joins it
   Fd trace_ready_;           // eventfd: the setup thread is done
   bool traces_ok_ = false;
+  bool trace_wanted_ = false;  // a task got long before the recorder was ready
   std::string traces_error_;
   PerfSampler sampler_;
   bool sampling_ = false;   // stacks configured

@@ -18,12 +18,14 @@ constexpr int64_t kPollMs = 50;         // a capture with no pidfd to wait on is
 
 }  // namespace
 
-TraceKeeper::TraceKeeper(Reporter& reporter, CaptureOptions options)
-    : reporter_(reporter), options_(std::move(options)) {}
+TraceKeeper::TraceKeeper(Reporter& reporter, CaptureOptions options, RecorderOptions recorder)
+    : reporter_(reporter), options_(std::move(options)), recorder_(recorder) {}
 TraceKeeper::~TraceKeeper() = default;
 
 bool TraceKeeper::start(std::string* error) {
-  auto inst = std::make_unique<FtraceInstance>();
+  FtraceOptions fo;
+  fo.record_at_start = !recorder_.on_demand;
+  auto inst = std::make_unique<FtraceInstance>(fo);
   if (!inst->create(*error)) return false;
   deadline_.reset(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
   if (!deadline_) {
@@ -33,17 +35,55 @@ bool TraceKeeper::start(std::string* error) {
   instance_ = std::move(inst);
   recording_since_ns_ = monotonic_ns();
   capture_ = std::make_unique<TraceCapture>(*instance_, reporter_.logs(), options_);
-  log::info("ftrace instance %s recording (%u KB per CPU)", instance_->name().c_str(),
-            instance_->buffer_kb_per_cpu());
+  log::info("ftrace instance %s ready (%u KB per CPU), recording %s", instance_->name().c_str(),
+            instance_->buffer_kb_per_cpu(), recorder_.on_demand ? "on demand" : "always");
   return true;
+}
+
+bool TraceKeeper::recording() const { return instance_ && instance_->recording(); }
+
+bool TraceKeeper::capturing() const { return scheduled_ || (capture_ && capture_->running()); }
+
+void TraceKeeper::want_recording() {
+  if (!recorder_.on_demand || !instance_ || stopped_) return;
+  const uint64_t now = monotonic_ns();
+  hold_until_ns_ = std::max(hold_until_ns_, now + recorder_.hold_ns);
+  if (instance_->recording()) return;
+  // tracing_on is a flag the events check: instant, no grace period.
+  instance_->set_recording(true);
+  recording_since_ns_ = now;
+  log::debug("trace recorder on (a watched task is long)");
+  if (!capturing()) arm_hold();
+}
+
+void TraceKeeper::arm_hold() {
+  if (!recorder_.on_demand || !recording()) {
+    arm_deadline(0);
+    return;
+  }
+  const uint64_t now = monotonic_ns();
+  arm_deadline(hold_until_ns_ > now ? std::max<int64_t>(1, (hold_until_ns_ - now + 999'999) / 1'000'000) : 1);
+}
+
+void TraceKeeper::check_hold() {
+  if (!recorder_.on_demand || !recording() || capturing()) return;
+  if (monotonic_ns() < hold_until_ns_) {
+    arm_hold();
+    return;
+  }
+  instance_->set_recording(false);
+  log::debug("trace recorder off (no long task)");
+  arm_deadline(0);
 }
 
 int TraceKeeper::capture_fd() const { return capture_ && capture_->running() ? capture_->wait_fd() : -1; }
 
 void TraceKeeper::on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_start_ns, uint64_t begin_ns) {
   auto pending = std::make_shared<PendingTrace>();
+  want_recording();  // on demand it began at the task's early mark or crossing
   // The recorder is set up beside the BPF load and can be ready after a
-  // task began (the first tasks of a run, on a slow machine): say so.
+  // task began (the first tasks of a run, on a slow machine), and on demand
+  // it begins inside the task: say so.
   if (instance_ && recording_since_ns_ > begin_ns)
     pending->note = "the recorder started " + std::to_string((recording_since_ns_ - begin_ns) / 1'000'000) +
                     " ms into the task: the trace misses its beginning";
@@ -83,6 +123,7 @@ void TraceKeeper::on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_s
   arm_deadline(kSaveAfterMs);
 }
 
+// ms 0 disarms.
 void TraceKeeper::arm_deadline(int64_t ms) {
   itimerspec its{};
   its.it_value.tv_sec = ms / 1000;
@@ -106,6 +147,8 @@ void TraceKeeper::on_deadline() {
   } else if (capture_ && capture_->running()) {
     finish_capture(false);  // polling a trace-cmd we have no pidfd for
     if (capture_->running()) arm_deadline(kPollMs);
+  } else {
+    check_hold();
   }
 }
 
@@ -115,6 +158,7 @@ void TraceKeeper::begin_capture() {
     current_->error = "trace capture could not start";
     current_->finish();
     current_.reset();
+    arm_hold();
     return;
   }
   // Nothing to wait for when trace-cmd did not start (missing, no temp dir,
@@ -161,6 +205,7 @@ void TraceKeeper::finish_capture(bool block) {
     log::error("trace not saved: %s", why.empty() ? "log directory over its cap" : why.c_str());
   }
   if (!r->note.empty()) log::info("trace: %s", r->note.c_str());
+  if (!capturing()) arm_hold();  // the capture re-armed the instance as recording
 }
 
 void TraceKeeper::shutdown(std::chrono::milliseconds budget) {

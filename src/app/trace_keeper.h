@@ -1,8 +1,11 @@
-// Trace capture for tasks past the trace bound, on the main loop's thread:
-// jankbpf's flight-recorder ftrace instance runs all along; when a task
-// passes the bound (and the process's trace quota allows), the capture is
-// saved 3 s after the trigger, as the seed times it, so the trace holds the
-// time before the crossing, the crossing, and what followed.
+// Trace capture for tasks past the trace bound, on the main loop's thread.
+// jankbpf's ftrace instance records either all along (--trace-recorder
+// always: a flight recorder, so the trace also holds what led up to a task)
+// or only while some watched task is long (on-demand, the default: from a
+// task's early mark or threshold crossing until the trace bound has had
+// time to pass, so a machine with no long task pays for no trace events).
+// When a task passes the bound (and the process's trace quota allows), the
+// capture is saved 3 s after the trigger, as the seed times it.
 #pragma once
 
 #include <sys/types.h>
@@ -25,15 +28,28 @@ namespace jankbpf {
 class FtraceInstance;
 class TraceCapture;
 
+struct RecorderOptions {
+  // false: the instance records from start() on; true: only from
+  // want_recording() until hold_ns after the last such call.
+  bool on_demand = false;
+  uint64_t hold_ns = 0;
+};
+
 class TraceKeeper {
  public:
-  explicit TraceKeeper(Reporter& reporter, CaptureOptions options = {});
+  explicit TraceKeeper(Reporter& reporter, CaptureOptions options = {}, RecorderOptions recorder = {});
   ~TraceKeeper();
 
   // Creates the instance (removing stale ones). False with *error set;
   // jankbpf then goes on without traces.
   bool start(std::string* error);
   bool active() const { return instance_ != nullptr; }
+
+  // On demand: a watched task is long (its early mark or its crossing), so
+  // the recorder records from now until hold_ns after the last such call
+  // (and until a scheduled capture is saved). No-op when always on.
+  void want_recording();
+  bool recording() const;
 
   // A task passed the trace bound. Returns nothing; the task's report picks
   // the result up with take().
@@ -67,9 +83,15 @@ class TraceKeeper {
   void begin_capture();
   void finish_capture(bool block);
   void arm_deadline(int64_t ms);
+  // With no capture scheduled or running, the timer waits for the hold's end.
+  void arm_hold();
+  void check_hold();
+  bool capturing() const;
 
   Reporter& reporter_;
   CaptureOptions options_;
+  RecorderOptions recorder_;
+  uint64_t hold_until_ns_ = 0;  // on demand: recording stops at the first idle check past this
   std::unique_ptr<FtraceInstance> instance_;
   std::unique_ptr<TraceCapture> capture_;
   Fd deadline_;
@@ -83,7 +105,7 @@ class TraceKeeper {
   };
   std::map<std::pair<pid_t, uint64_t>, ByTask> by_task_;
   uint64_t triggers_ = 0;
-  uint64_t recording_since_ns_ = 0;  // CLOCK_MONOTONIC, when start() succeeded
+  uint64_t recording_since_ns_ = 0;  // CLOCK_MONOTONIC, when the recorder last began recording
   uint64_t saved_ = 0, evicted_ = 0;
   bool stopped_ = false;
 };

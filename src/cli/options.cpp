@@ -200,6 +200,14 @@ ParseOutcome parse_options(int argc, char** argv) {
                                      "Serve Prometheus metrics over HTTP at /metrics: PORT (on 127.0.0.1), "
                                      "IPV4:PORT, [IPV6]:PORT or localhost:PORT")
                           ->type_name("ADDR:PORT");
+  std::string trace_recorder = "on-demand";
+  app.add_option("--trace-recorder", trace_recorder,
+                 "When the ftrace instance for traces records: on-demand (from a watched task's early mark or "
+                 "threshold crossing on, so traces start inside the task and a machine with no long task pays "
+                 "for no trace events) or always (a flight recorder: traces also show what led up to a task, "
+                 "every scheduler, interrupt and block event of the machine recorded all along)")
+      ->check(CLI::IsMember({"on-demand", "always"}))
+      ->type_name("on-demand|always");
   std::string frames = "on";
   app.add_option("--frames", frames,
                  "Frames of Wayland clients (processes that map libwayland-client): a `frame` record per "
@@ -285,6 +293,7 @@ ParseOutcome parse_options(int argc, char** argv) {
   if (o.stack_bytes % 8) o.stack_bytes -= o.stack_bytes % 8;  // perf wants a multiple of 8
   o.folded_by_jank = folded_by == "jank";
   o.frames = frames == "on";
+  o.trace_always = trace_recorder == "always";
   o.threads = threads == "all" ? ThreadScope::All : ThreadScope::Main;
   o.watchdog = watchdog == "timer" ? WatchdogMode::Timer
                : watchdog == "scan" ? WatchdogMode::Scan

@@ -26,6 +26,9 @@ struct Options {
 
   uint32_t threshold_ms = 150;
   uint32_t trace_threshold_ms = 450;
+  // --trace-recorder: the ftrace instance records only while a watched task
+  // is long (on-demand) or all along (always).
+  bool trace_always = false;
   uint32_t hang_ms = 3000;
   // The seed's MAIN_THREAD_JANK configuration (log_type, sample_interval,
   // ignore_startup_time, sample_count, report_times_per_app): defaults,

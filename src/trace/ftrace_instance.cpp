@@ -151,6 +151,7 @@ const std::vector<std::string>& FtraceInstance::default_events() {
 FtraceInstance::FtraceInstance(FtraceOptions options) : options_(std::move(options)) {
   if (options_.events.empty()) options_.events = default_events();
   name_ = options_.name.empty() ? kPrefix + std::to_string(getpid()) : options_.name;
+  recording_ = options_.record_at_start;
 }
 
 FtraceInstance::~FtraceInstance() { remove(); }
@@ -206,6 +207,9 @@ bool FtraceInstance::create(std::string& error) {
     return false;
   }
   active_ = true;
+  // A new instance records at once; one that records on demand must not
+  // hold the events of its own set-up.
+  if (!recording_) write_file(path_ + "/tracing_on", "0");
 
   const unsigned cpus = count_cpus(path_ + "/per_cpu");
   buffer_kb_ = std::max(kMinBufferKb, std::min(options_.buffer_kb_per_cpu, options_.buffer_kb_total / cpus));
@@ -257,14 +261,25 @@ bool FtraceInstance::arm(std::string& error) {
     return false;
   }
   if (!configure(error)) return false;
-  if (!write_file(path_ + "/tracing_on", "1")) {
-    error = "trace: cannot turn on " + path_ + "/tracing_on: " + strerror(errno);
+  if (!write_file(path_ + "/tracing_on", recording_ ? "1" : "0")) {
+    error = "trace: cannot set " + path_ + "/tracing_on: " + strerror(errno);
     return false;
   }
+  paused_ = false;
   return true;
 }
 
-bool FtraceInstance::pause() { return active_ && write_file(path_ + "/tracing_on", "0"); }
+bool FtraceInstance::pause() {
+  if (!active_) return false;
+  paused_ = true;
+  return write_file(path_ + "/tracing_on", "0");
+}
+
+bool FtraceInstance::set_recording(bool on) {
+  recording_ = on;
+  if (!active_ || paused_) return active_;
+  return write_file(path_ + "/tracing_on", on ? "1" : "0");
+}
 
 bool FtraceInstance::remove() {
   if (path_.empty()) return true;

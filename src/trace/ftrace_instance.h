@@ -1,7 +1,8 @@
-// jankbpf's flight recorder: a named ftrace instance, instances/jankbpf-PID,
+// jankbpf's trace recorder: a named ftrace instance, instances/jankbpf-PID,
 // that keeps the last few seconds of scheduler, interrupt, block and memory
-// pressure events in an overwriting ring buffer, so a trace saved when a
-// task passes 450 ms also shows what led up to it.
+// pressure events in an overwriting ring buffer, recording all along (a
+// flight recorder: a trace saved when a task passes 450 ms also shows what
+// led up to it) or only while set_recording(true) says so.
 //
 // Only our own instance is ever written to. The top-level instance and
 // other tools' instances are left alone; stale jankbpf-PID instances whose
@@ -27,6 +28,9 @@ struct FtraceOptions {
   unsigned buffer_kb_per_cpu = 4096;  // wanted size per CPU
   unsigned buffer_kb_total = 64 * 1024;  // cap over all CPUs
   std::vector<std::string> events;    // "system/event"; empty: default_events()
+  // Whether the buffer records from create() on; false: the events are set
+  // up but tracing_on stays 0 until set_recording(true).
+  bool record_at_start = true;
 };
 
 class FtraceInstance {
@@ -46,11 +50,17 @@ class FtraceInstance {
   // False with `error` set when tracefs or the instance cannot be had.
   bool create(std::string& error);
 
-  // (Re)applies the configuration and tracing_on=1. trace-cmd extract
-  // disables the events of the buffer it reads, so this follows a capture.
+  // (Re)applies the configuration and tracing_on as set_recording last
+  // asked. trace-cmd extract disables the events of the buffer it reads, so
+  // this follows a capture.
   bool arm(std::string& error);
-  // tracing_on=0: freezes the buffer so a capture ends when it was asked to.
+  // tracing_on=0: freezes the buffer so a capture ends when it was asked to,
+  // until arm().
   bool pause();
+  // Whether the buffer should record (tracing_on). While paused for a
+  // capture only the wish is kept; arm() applies it.
+  bool set_recording(bool on);
+  bool recording() const { return recording_; }
 
   // tracing_on=0, events off, rmdir. Idempotent; the destructor calls it.
   // Retries briefly while the instance is busy (a reader still has a file
@@ -83,6 +93,8 @@ class FtraceInstance {
   std::vector<std::string> enabled_, missing_;
   std::string last_error_;
   bool active_ = false;
+  bool recording_ = true;  // tracing_on wanted
+  bool paused_ = false;    // frozen for a capture
 };
 
 }  // namespace jankbpf

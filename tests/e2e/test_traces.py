@@ -83,7 +83,7 @@ def test_trace_wanted_before_the_recorder_is_ready_waits_for_it(tmp_path):
     assert rc == 0, err
     lines = err.splitlines()
     attached = next(i for i, l in enumerate(lines) if "jankbpf: attached" in l)
-    ready = next(i for i, l in enumerate(lines) if "ftrace instance" in l and "recording" in l)
+    ready = next(i for i, l in enumerate(lines) if "ftrace instance" in l and " ready " in l)
     assert attached < ready, err
     (j,) = janks_of(records)
     traces = [p for p in j["external_log"] if os.path.basename(p).startswith("trace-")]
@@ -91,7 +91,7 @@ def test_trace_wanted_before_the_recorder_is_ready_waits_for_it(tmp_path):
     m = re.search(r"the recorder started (\d+) ms into the task", j.get("trace_note", ""))
     assert m and 500 <= int(m.group(1)) <= 5000, j
     # Its own instance is gone (another jankbpf on the machine may have one).
-    name = re.search(r"ftrace instance (jankbpf-\d+) recording", lines[ready]).group(1)
+    name = re.search(r"ftrace instance (jankbpf-\d+) ", lines[ready]).group(1)
     assert name not in our_instances()
 
 
@@ -216,3 +216,53 @@ def test_stale_instance_of_killed_run_is_removed_at_next_start(tmp_path):
     assert stale not in our_instances()
     assert jb2.stop() == 0
     assert f"jankbpf-{jb2.proc.pid}" not in our_instances()
+
+
+def instance_tracing_on(err_text):
+    name = re.search(r"ftrace instance (jankbpf-\d+) ", err_text).group(1)
+    with open(os.path.join(TRACEFS, "instances", name, "tracing_on")) as f:
+        return f.read().strip()
+
+
+@pytest.mark.parametrize("recorder", ["on-demand", "always"])
+def test_trace_recorder_on_demand_or_always(recorder, tmp_path):
+    """On demand (the default) the instance records nothing while no watched
+    task is long: it begins at the task's early mark (a third of the
+    threshold: 50 ms), the trace holds nothing older, and the record says
+    where it began. Always: a flight recorder, the trace holds what came
+    before the task too."""
+    args = ["-v", "--ignore-startup-time", IGNORE, "--log-dir", str(tmp_path)]
+    if recorder == "always":
+        args += ["--trace-recorder", "always"]
+    jb = Jankbpf(*args, "--", STACK_LOOP, "3.3", "deep:700")
+    # The recorder's set-up comes just after the attach; the task at 3.3 s.
+    assert jb.wait_stderr("ftrace instance", timeout=10) is not None, jb.stderr
+    idle = instance_tracing_on(jb.stderr)
+    assert jb.wait(timeout=60) == 0, jb.stderr
+    (j,) = jb.of_type("jank")
+    traces = [p for p in j["external_log"] if os.path.basename(p).startswith("trace-")]
+    assert len(traces) == 1, j
+    events = trace_events(traces[0])
+    assert events, "trace-cmd report read no events"
+    begin = j["begin_monotonic_ns"]
+    tid = j["tid"]
+    inside = [e for e in events if e[1] == "sched_switch" and f":{tid} [" in e[2] and e[0] >= begin]
+    assert inside, "no sched_switch of the target thread inside the task"
+    if recorder == "always":
+        assert idle == "1", jb.stderr
+        assert "recording always" in jb.stderr
+        assert min(e[0] for e in events) < begin, "the flight recorder holds nothing before the task"
+        assert "the recorder started" not in j.get("trace_note", "")
+    else:
+        assert idle == "0", jb.stderr
+        assert "recording on demand" in jb.stderr
+        m = re.search(r"the recorder started (\d+) ms into the task", j.get("trace_note", ""))
+        assert m, j
+        # The early mark is 50 ms in; the watchdog sees it within its 10 ms
+        # check and the loop turns tracing on at once. 300 ms: well before
+        # the trace bound (450), on a loaded machine.
+        assert 50 <= int(m.group(1)) <= 300, j["trace_note"]
+        # Nothing older than the recorder's start: not its own set-up's
+        # events, not the idle seconds before the task.
+        first = min(e[0] for e in events)
+        assert first >= begin + 45_000_000, (first - begin) / 1e6

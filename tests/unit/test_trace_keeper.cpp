@@ -136,3 +136,63 @@ TEST_CASE("trace keeper: a task that began before the recorder was ready is told
   std::lock_guard lk2(later->mu);
   CHECK(later->note.find("the recorder started") == std::string::npos);
 }
+
+namespace {
+
+std::string tracing_on(const std::string& root) {
+  std::ifstream f(root + "/instances/jankbpf-" + std::to_string(::getpid()) + "/tracing_on");
+  std::string v;
+  f >> v;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("trace keeper: on demand, the recorder records only while a task is long", "[trace][tracefs]") {
+  std::string err;
+  const std::string root = tracefs::root(&err);
+  SKIP_UNLESS(geteuid() == 0 && !root.empty(), "needs root and tracefs: " << err);
+  Rig rig;
+  CaptureOptions o;
+  o.trace_cmd = rig.dir + "/no-trace-cmd";  // the text trace: no trace-cmd run needed
+  RecorderOptions rec;
+  rec.on_demand = true;
+  rec.hold_ns = 200'000'000;
+  TraceKeeper keeper(rig.reporter, o, rec);
+  REQUIRE(keeper.start(&err));
+  // Set up, events on, but not recording: no long task yet.
+  CHECK_FALSE(keeper.recording());
+  CHECK(tracing_on(root) == "0");
+  keeper.want_recording();  // a task's early mark
+  CHECK(keeper.recording());
+  CHECK(tracing_on(root) == "1");
+  keeper.on_deadline();  // a check before the hold ends keeps it on
+  CHECK(keeper.recording());
+  usleep(250'000);
+  keeper.on_deadline();  // the hold is over and nothing is scheduled: off
+  CHECK_FALSE(keeper.recording());
+  CHECK(tracing_on(root) == "0");
+
+  // A trigger with the recorder off turns it on, and the record says the
+  // trace begins inside the task.
+  const uint64_t began = monotonic_ns() - 100'000'000;
+  keeper.on_trigger(4301, 4301, 9, 1, began);
+  CHECK(keeper.recording());
+  keeper.on_deadline();  // the save deadline: the text trace, re-armed as recording
+  auto p = keeper.take(4301, 9);
+  REQUIRE(p);
+  {
+    std::lock_guard lk(p->mu);
+    CHECK(p->done);
+    INFO("note: " << p->note);
+    const std::string lead = "the recorder started ";
+    REQUIRE(p->note.rfind(lead, 0) == 0);
+    CHECK(std::stoul(p->note.substr(lead.size())) >= 100);
+  }
+  CHECK(keeper.recording());
+  CHECK(tracing_on(root) == "1");
+  usleep(250'000);
+  keeper.on_deadline();
+  CHECK_FALSE(keeper.recording());
+  CHECK(tracing_on(root) == "0");
+}

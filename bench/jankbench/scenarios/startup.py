@@ -38,7 +38,7 @@ def startup(ctx) -> dict:
             ready = jb.wait_stderr("ftrace instance", 10)
             if ready is None:
                 jb.finish()
-                raise Fatal("jankbpf -v never said its ftrace instance was recording:\n" + jb.stderr[-2000:])
+                raise Fatal("jankbpf -v never said its ftrace instance was ready:\n" + jb.stderr[-2000:])
             res["jankbpf_recorder"].append((ready - jb.t_exec) / 1e6)
             jb.finish()
             res["jankbpf_stop"].append(jb.stop_s * 1e3)
