@@ -7,15 +7,20 @@ from .stats import (avg_hook_ns, bpf_share, median, ratios, spread, where_added,
                     where_server_added, where_symbols_added)
 
 LABEL = {"none": "nothing", "jankbpf": "jankbpf", "jankbpf-nostacks": "jankbpf --log-type 2",
+         "jankbpf-flight": "jankbpf --trace-recorder always",
          "bpftrace": "bpftrace jank.bt", "floor": "bpftrace floor.bt (the floor)"}
 
 
 def throughput(doc, d):
     cfgs = d["configs"][1:]
     data = d["data"]
+    flight = "jankbpf-flight" in d["configs"]
     doc.p(f"{d['rounds']} rounds; each round runs every workload with nothing attached (A), with `jankbpf` "
           "watching every process (B, its defaults: stacks and traces on), with `jankbpf --log-type 2` "
-          "(C, no stacks) and with `bench/jank.bt` (D), in that order (A B C D A B C D …). Ratios are to "
+          "(C, no stacks) and with `bench/jank.bt` (D)" +
+          (", and with `jankbpf --trace-recorder always` (E: its ftrace instance recording all along, as "
+           "before the on-demand recorder), in that order (A B C D E A B C D E …)" if flight else
+           ", in that order (A B C D A B C D …)") + ". Ratios are to "
           "the same round's baseline: median [min–max] over rounds. CPU is the server's own on-CPU time "
           "per request (schedstat, all its threads; for ping-pong both processes per round trip), hooks "
           "included: the figure that holds still when throughput does not.")

@@ -14,6 +14,10 @@ from ..runner import Jankbpf
 # "jankbpf-nostacks" is jankbpf --log-type 2 (traces only, no stack
 # sampling or off-CPU captures): it shows what the stack machinery costs.
 CONFIGS = ["none", "jankbpf", "jankbpf-nostacks", "bpftrace"]
+# Throughput also runs jankbpf with its ftrace instance recording all along
+# (--trace-recorder always, the only way before 4ebf202): what the
+# on-demand recorder saves, in the same run.
+THROUGHPUT_CONFIGS = CONFIGS + ["jankbpf-flight"]
 
 
 def attach(cfg: str):
@@ -21,6 +25,8 @@ def attach(cfg: str):
         return Jankbpf()
     if cfg == "jankbpf-nostacks":
         return Jankbpf("--log-type", "2")
+    if cfg == "jankbpf-flight":
+        return Jankbpf("--trace-recorder", "always")
     if cfg == "bpftrace":
         return Bpftrace(config.JANK_BT, str(config.THRESHOLD_MS), expect_tracepoints=14)
     if cfg == "floor":
@@ -101,11 +107,11 @@ class Workloads:
 def throughput(ctx) -> dict:
     wl = ctx.workloads()
     wl.ready()
-    say(f"1. throughput, {config.ROUNDS} rounds of {' '.join(CONFIGS)}")
-    data = {cfg: {w["name"]: [] for w in wl.list} for cfg in CONFIGS}
+    say(f"1. throughput, {config.ROUNDS} rounds of {' '.join(THROUGHPUT_CONFIGS)}")
+    data = {cfg: {w["name"]: [] for w in wl.list} for cfg in THROUGHPUT_CONFIGS}
     summaries = []
     for r in range(config.ROUNDS):
-        for cfg in CONFIGS:
+        for cfg in THROUGHPUT_CONFIGS:
             tool = attach(cfg)
             try:
                 own = bpf_prog_ids(tool.pid) if tool else set()
@@ -121,12 +127,13 @@ def throughput(ctx) -> dict:
                     if cfg == "jankbpf":
                         summaries.append(s)
         say(f"  round {r + 1}/{config.ROUNDS} done")
-    return {"rounds": config.ROUNDS, "run_s": config.RUN_S, "configs": CONFIGS,
+    return {"rounds": config.ROUNDS, "run_s": config.RUN_S, "configs": THROUGHPUT_CONFIGS,
             "workloads": wl.list, "data": data, "jankbpf_summaries": summaries,
             "pin_cpu": config.PIN_CPU, "commands": wl.commands() + [
                 "build/jankbpf                                   # B: every process, defaults",
                 "build/jankbpf --log-type 2                      # C: no stacks",
-                f"bpftrace -B line bench/jank.bt {config.THRESHOLD_MS}            # D"]}
+                f"bpftrace -B line bench/jank.bt {config.THRESHOLD_MS}            # D",
+                "build/jankbpf --trace-recorder always           # E: the flight recorder"]}
 
 
 def tax(ctx) -> dict:
