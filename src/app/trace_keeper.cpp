@@ -33,7 +33,7 @@ bool TraceKeeper::start(std::string* error) {
     return false;
   }
   instance_ = std::move(inst);
-  recording_since_ns_ = monotonic_ns();
+  if (!recorder_.on_demand) recording_since_ns_ = monotonic_ns();  // on demand: want_recording() sets it
   capture_ = std::make_unique<TraceCapture>(*instance_, reporter_.logs(), options_);
   log::info("ftrace instance %s ready (%u KB per CPU), recording %s", instance_->name().c_str(),
             instance_->buffer_kb_per_cpu(), recorder_.on_demand ? "on demand" : "always");
@@ -73,7 +73,7 @@ void TraceKeeper::check_hold() {
   }
   instance_->set_recording(false);
   log::debug("trace recorder off (no long task)");
-  arm_deadline(0);
+  arm_hold();  // not recording: disarms
 }
 
 int TraceKeeper::capture_fd() const { return capture_ && capture_->running() ? capture_->wait_fd() : -1; }
