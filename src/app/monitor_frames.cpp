@@ -189,6 +189,7 @@ void Monitor::frames_tick(bool final) {
       Reporter::FrameContext ctx;
       ctx.begin_ns = f.start_ns;
       ctx.end_ns = f.end_ns;
+      ctx.sample_period_ns = frame_sampler_ ? frame_sampler_->period_ns() : 0;
       ctx.exe = it->second.exe;
       reporter_->report_frame(std::move(rec), std::move(ctx));
     }

@@ -115,6 +115,9 @@ class Reporter {
   // to the sinks in batches.
   struct FrameContext {
     uint64_t begin_ns = 0, end_ns = 0;
+    // The frame sampler's period (0: no frame sampler): what one on-CPU
+    // sample of the frame stands for, to weigh its off-CPU captures.
+    uint64_t sample_period_ns = 0;
     ExeFile exe;
   };
   void report_frame(FrameRecord rec, FrameContext ctx);
@@ -177,6 +180,9 @@ class Reporter {
   void handle(WakerJob& j);
   void handle(TaskJob& j);
   void handle(FrameJob& j);
+  // How many frame-sampler periods an off-CPU capture of `tid` taken at
+  // `time_ns` slept inside the frame (at least 1).
+  uint32_t capture_weight(pid_t tid, uint64_t time_ns, const FrameContext& ctx) const;
   void handle(BatchJob& j) { out_.emit(j.batch); }
   // The ring thread's read of a sample's runtime frames.
   runtime::RuntimeCapture capture_runtime(pid_t pid, pid_t tid, uint64_t sample_ns, std::span<const uint64_t> regs,

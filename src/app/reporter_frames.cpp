@@ -3,6 +3,14 @@
 // sampler's, past the deadline, and the long-task sampler's -- as its
 // heaviest path, its runtime function's name and, for the renderers, every
 // sample. The samples stay for a jank record of the same task.
+//
+// The frame sampler samples only on-CPU, one stack per period (a quarter
+// of the refresh); an off-CPU capture is taken once per sleep. So in the
+// tree a capture weighs the time it slept inside the frame, in periods: a
+// frame that slept 800 ms and drew for 8 names the sleep, as a wall-clock
+// sampler would.
+#include <algorithm>
+
 #include "app/reporter.h"
 #include "app/reporter_impl.h"
 #include "frame/frame_causes.h"
@@ -12,11 +20,24 @@
 
 namespace jankbpf {
 
+uint32_t Reporter::capture_weight(pid_t tid, uint64_t time_ns, const FrameContext& ctx) const {
+  if (ctx.sample_period_ns == 0) return 1;
+  uint64_t until = ctx.end_ns;  // not woken yet, as far as the reporter knows
+  if (auto it = impl_->offcpu.find(tid); it != impl_->offcpu.end())
+    for (const auto& off : it->second)
+      if (off.time_ns == time_ns && off.woken_ns > time_ns) until = std::min(until, off.woken_ns);
+  uint64_t from = std::max(time_ns, ctx.begin_ns);
+  uint64_t slept = until > from ? until - from : 0;
+  constexpr uint64_t kMaxWeight = 1u << 16;  // a day's sleep still fits the tree's counts
+  return static_cast<uint32_t>(std::clamp<uint64_t>(slept / ctx.sample_period_ns, 1, kMaxWeight));
+}
+
 void Reporter::handle(FrameJob& j) {
   FrameRecord& rec = j.rec;
   rec.proc.build_id = j.ctx.exe.build_id();
   stack::StackTree tree;
   stack::ModuleTable modules;
+  uint32_t stacks = 0;
   auto it = impl_->stacks.find(rec.frame.tid);
   if (it != impl_->stacks.end()) {
     for (const auto& s : it->second) {
@@ -28,11 +49,12 @@ void Reporter::handle(FrameJob& j) {
         add_runtime_frames(with_runtime, s.rt, s.runtime, j.ctx.end_ns, true);
         st = &with_runtime;
       }
-      tree.add(*st);
+      tree.add(*st, s.stack.wait_state ? capture_weight(rec.frame.tid, s.time_ns, j.ctx) : 1);
+      ++stacks;
       if (cfg_.keep_samples) rec.sampled.push_back(report::to_sampled(*st, s.time_ns));
     }
   }
-  rec.samples = static_cast<uint32_t>(tree.samples());
+  rec.samples = stacks;
   if (tree.samples()) {
     rec.heaviest_stack = tree.heaviest_stack();
     for (const auto& line : tree.heaviest_path()) {

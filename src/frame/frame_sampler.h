@@ -29,6 +29,7 @@ class FrameSampler {
     int bpf_prog_fd = -1;
   };
   explicit FrameSampler(Config cfg) : cfg_(cfg) {}
+  uint64_t period_ns() const { return cfg_.period_ns; }
   ~FrameSampler();
   FrameSampler(const FrameSampler&) = delete;
   FrameSampler& operator=(const FrameSampler&) = delete;

@@ -74,14 +74,15 @@ StackTree::~StackTree() = default;
 StackTree::StackTree(StackTree&&) noexcept = default;
 StackTree& StackTree::operator=(StackTree&&) noexcept = default;
 
-void StackTree::add(const ResolvedStack& stack) {
-  ++samples_;
-  insert(root_.get(), stack, opts_.merge);
-  if (opts_.merge != TreeOptions::Merge::Function) insert(func_root_.get(), stack, TreeOptions::Merge::Function);
+void StackTree::add(const ResolvedStack& stack, uint32_t weight) {
+  if (weight == 0) return;
+  samples_ += weight;
+  insert(root_.get(), stack, opts_.merge, weight);
+  if (opts_.merge != TreeOptions::Merge::Function) insert(func_root_.get(), stack, TreeOptions::Merge::Function, weight);
 }
 
-void StackTree::insert(Node* root, const ResolvedStack& stack, TreeOptions::Merge merge) {
-  ++root->count;
+void StackTree::insert(Node* root, const ResolvedStack& stack, TreeOptions::Merge merge, uint32_t weight) {
+  root->count += weight;
   Node* cur = root;
   // Children are few (the callees seen at one place): a scan beats a map.
   auto step = [&](const Frame* f, char wait) {
@@ -99,7 +100,7 @@ void StackTree::insert(Node* root, const ResolvedStack& stack, TreeOptions::Merg
       next = n.get();
       cur->children.push_back(std::move(n));
     }
-    ++next->count;
+    next->count += weight;
     cur = next;
   };
   for (auto it = stack.frames.rbegin(); it != stack.frames.rend(); ++it) step(&*it, 0);

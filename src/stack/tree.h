@@ -41,7 +41,9 @@ class StackTree {
   StackTree(StackTree&&) noexcept;
   StackTree& operator=(StackTree&&) noexcept;
 
-  void add(const ResolvedStack& stack);
+  // `weight`: how many samples the stack stands for (an off-CPU capture
+  // weighed by the time it slept; 1 for a sample).
+  void add(const ResolvedStack& stack, uint32_t weight = 1);
   size_t samples() const { return samples_; }
 
   // The whole tree as text (one line per node, '\n'-terminated).
@@ -76,7 +78,7 @@ class StackTree {
 
  private:
   struct Node;
-  static void insert(Node* root, const ResolvedStack& stack, TreeOptions::Merge merge);
+  static void insert(Node* root, const ResolvedStack& stack, TreeOptions::Merge merge, uint32_t weight);
   std::unique_ptr<Node> root_;
   std::unique_ptr<Node> func_root_;  // by-function twin for heaviest_path()
   TreeOptions opts_;

@@ -391,6 +391,34 @@ TEST_CASE("stack tree: merge by pc or by function, heaviest follows the hot func
   CHECK(empty.heaviest_stack().empty());
 }
 
+TEST_CASE("stack tree: an off-CPU capture weighs the samples its sleep stands for", "[stack][tree]") {
+  // A frame that slept 800 ms in stalled_draw, then drew for two on-CPU
+  // samples of 4 ms: counted once, the capture ties with the draw and the
+  // heaviest path stops at their caller; weighed by its 200 periods, it
+  // is the frame's heaviest path.
+  Frame main_f = native("main", 0x100, 10);
+  Frame draw = native("draw", 0x200, 5);
+  Frame stalled = native("stalled_draw", 0x300, 8);
+  Frame usleep_f = native("usleep", 0x40, 2, "/lib/libc.so.6");
+  Frame fill = native("fill", 0x400, 4);
+  ResolvedStack capture = stack_of({usleep_f, stalled, draw, main_f});
+  capture.wait_state = 'S';
+  for (uint32_t weight : {1u, 200u}) {
+    StackTree t;
+    t.add(capture, weight);
+    t.add(stack_of({fill, draw, main_f}));
+    t.add(stack_of({fill, draw, main_f}));
+    INFO(weight << "\n" << t.heaviest_stack());
+    CHECK(t.samples() == weight + 2);
+    bool names_sleep = t.heaviest_stack().find("(stalled_draw+") != std::string::npos;
+    CHECK(names_sleep == (weight > 1));
+    for (const auto& l : t.lines()) CHECK(l.count <= t.samples());
+  }
+  StackTree none;
+  none.add(capture, 0);  // weight 0 adds nothing
+  CHECK(none.samples() == 0);
+}
+
 TEST_CASE("modules table: [path, build_id] and [index, hex offset] frames", "[stack][tree]") {
   ModuleTable mt;
   Frame a = native("main", 0xff0f, 1);
