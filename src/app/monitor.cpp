@@ -368,13 +368,13 @@ void Monitor::await_traces() {
 // A watched task is long: an on-demand recorder records from now on. While
 // the recorder is still being set up (a task long that soon after the
 // attach) the wish waits for it in finish_traces, not the loop.
-void Monitor::want_trace_recording() {
+void Monitor::want_trace_recording(pid_t pid, uint64_t proc_start_ns) {
   if (!traces_) return;
   if (trace_setup_.joinable()) {
-    trace_wanted_ = true;
+    trace_wanted_ = true;  // no trace can have spent a quota yet
     return;
   }
-  if (traces_ok_) traces_->want_recording();
+  if (traces_ok_) traces_->want_recording(pid, proc_start_ns);
 }
 
 void Monitor::finish_traces() {
@@ -602,7 +602,7 @@ void Monitor::on_task(const jb_task_event& e) {
   switch (e.hdr.type) {
     case JB_EV_EARLY:  // stacks wanted from now on
       keep_sampling(true);
-      want_trace_recording();
+      want_trace_recording(static_cast<pid_t>(e.hdr.pid), e.proc_start_ns);
       if (sampling_ || detector_->offcpu_enabled()) {
         const auto pid = static_cast<pid_t>(e.hdr.pid);
         set_eager(pid, reporter_->pin(pid) && sampling_);
@@ -610,7 +610,7 @@ void Monitor::on_task(const jb_task_event& e) {
       return;
     case JB_EV_CROSSING:
       log::info("pid %u tid %u crossed the threshold", e.hdr.pid, e.hdr.tid);
-      want_trace_recording();
+      want_trace_recording(static_cast<pid_t>(e.hdr.pid), e.proc_start_ns);
       return;
     case JB_EV_TRACE:
       await_traces();  // at once, should the recorder still be starting

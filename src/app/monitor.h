@@ -71,7 +71,7 @@ class Monitor {
   // at once by await_traces() when a trace is wanted or the run ends first.
   void begin_traces();
   void await_traces();
-  void want_trace_recording();
+  void want_trace_recording(pid_t pid, uint64_t proc_start_ns);
   void finish_traces();
   void announce_attached();
   void loop();

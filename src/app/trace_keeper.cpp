@@ -44,6 +44,13 @@ bool TraceKeeper::recording() const { return instance_ && instance_->recording()
 
 bool TraceKeeper::capturing() const { return scheduled_ || (capture_ && capture_->running()); }
 
+void TraceKeeper::want_recording(pid_t pid, uint64_t proc_start_ns) {
+  if (!recorder_.on_demand || !instance_ || stopped_) return;
+  if (reporter_.quota().peek_trace(ProcessKey{pid, proc_start_ns}, monotonic_ns() / 1'000'000) != Suppressed::None)
+    return;
+  want_recording();
+}
+
 void TraceKeeper::want_recording() {
   if (!recorder_.on_demand || !instance_ || stopped_) return;
   const uint64_t now = monotonic_ns();
@@ -80,13 +87,6 @@ int TraceKeeper::capture_fd() const { return capture_ && capture_->running() ? c
 
 void TraceKeeper::on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_start_ns, uint64_t begin_ns) {
   auto pending = std::make_shared<PendingTrace>();
-  want_recording();  // on demand it began at the task's early mark or crossing
-  // The recorder is set up beside the BPF load and can be ready after a
-  // task began (the first tasks of a run, on a slow machine), and on demand
-  // it begins inside the task: say so.
-  if (instance_ && recording_since_ns_ > begin_ns)
-    pending->note = "the recorder started " + std::to_string((recording_since_ns_ - begin_ns) / 1'000'000) +
-                    " ms into the task: the trace misses its beginning";
   if (by_task_.size() >= kMaxPending && !by_task_.count({tid, seq})) {
     auto oldest = std::min_element(by_task_.begin(), by_task_.end(), [](const auto& a, const auto& b) {
       return a.second.order < b.second.order;
@@ -111,6 +111,13 @@ void TraceKeeper::on_trigger(pid_t pid, pid_t tid, uint64_t seq, uint64_t proc_s
     pending->finish();
     return;
   }
+  want_recording();  // on demand it began at the task's early mark or crossing
+  // The recorder is set up beside the BPF load and can be ready after a
+  // task began (the first tasks of a run, on a slow machine), and on demand
+  // it begins inside the task: say so.
+  if (recording_since_ns_ > begin_ns)
+    pending->note = "the recorder started " + std::to_string((recording_since_ns_ - begin_ns) / 1'000'000) +
+                    " ms into the task: the trace misses its beginning";
   // One flight recorder: another process's trigger while a capture is
   // scheduled or running shares that capture (the trace covers both).
   if (scheduled_ || (capture_ && capture_->running())) {

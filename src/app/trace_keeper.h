@@ -47,7 +47,12 @@ class TraceKeeper {
 
   // On demand: a watched task is long (its early mark or its crossing), so
   // the recorder records from now until hold_ns after the last such call
-  // (and until a scheduled capture is saved). No-op when always on.
+  // (and until a scheduled capture is saved). No-op when always on, and
+  // for a process whose trace quota is spent (its trigger would be
+  // suppressed: nothing to record for).
+  void want_recording(pid_t pid, uint64_t proc_start_ns);
+  // The same without the quota's say: the recorder was wanted before it
+  // was ready, by processes no longer known.
   void want_recording();
   bool recording() const;
 

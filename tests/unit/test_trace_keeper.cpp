@@ -195,4 +195,22 @@ TEST_CASE("trace keeper: on demand, the recorder records only while a task is lo
   keeper.on_deadline();
   CHECK_FALSE(keeper.recording());
   CHECK(tracing_on(root) == "0");
+
+  // Process 4301 has had its trace of the day: its next long task records
+  // nothing for it, and its trigger is suppressed without turning it on.
+  keeper.want_recording(4301, 1);
+  CHECK_FALSE(keeper.recording());
+  keeper.on_trigger(4301, 4301, 10, 1, monotonic_ns());
+  CHECK_FALSE(keeper.recording());
+  auto q = keeper.take(4301, 10);
+  REQUIRE(q);
+  {
+    std::lock_guard lk(q->mu);
+    CHECK(q->done);
+    CHECK(q->suppressed == Suppressed::TraceQuota);
+  }
+  // Another process's long task still turns it on.
+  keeper.want_recording(4302, 1);
+  CHECK(keeper.recording());
+  CHECK(tracing_on(root) == "1");
 }
