@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -23,6 +24,14 @@ namespace {
 // in order, so the next pages are usually wanted too.
 constexpr size_t kFillPages = 16;
 
+// Filled pages kept resident across every region at once. Past this, the
+// filled pages are dropped (MADV_DONTNEED) and fault in again when read:
+// the file's bytes either way. A stack's walk of one compile unit touches
+// a few MB of a C++ binary's DWARF, and a record's samples several units,
+// so the copies alone pushed jankbpf's peak RSS past 50 MB (issue 30);
+// a refill costs ~20 us per 64 KB from the page cache.
+constexpr size_t kResidentBudgetBytes = size_t{2} << 20;
+
 size_t page() {
   static const size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return p;
@@ -41,6 +50,10 @@ struct LazyPages::State {
     size_t len;
     uint64_t file_off;
     Filler fill;
+    // Pages this filler filled (present since): the only ones a trim
+    // drops. Pages present before the region was added (bytes the image
+    // copied or patched itself) are never dropped.
+    std::vector<bool> filled;
   };
   std::mutex mu;  // held while a fault is served: remove() waits for it
   std::map<uintptr_t, Region> regions;
@@ -48,6 +61,8 @@ struct LazyPages::State {
   std::string why;  // why not available
   bool started = false;
   std::atomic<uint64_t> filled{0};
+  std::atomic<uint64_t> trims{0};
+  size_t resident = 0;  // pages filled and not dropped since
   std::vector<char> buf;
 
   bool start() {
@@ -96,9 +111,10 @@ struct LazyPages::State {
       return;
     }
     --it;
-    const Region& r = it->second;
+    Region& r = it->second;
     const uintptr_t end = it->first + r.len;
     size_t n = std::min<size_t>(kFillPages * ps, end - addr);
+    if ((resident + n / ps) * ps > kResidentBudgetBytes) trim();
     size_t got = 0;
     try {
       got = r.fill(r.file_off + (addr - it->first), buf.data(), n);
@@ -107,9 +123,16 @@ struct LazyPages::State {
     }
     if (got > n) got = 0;
     std::memset(buf.data() + got, 0, n - got);
-    if (copy(addr, n)) return;
+    const size_t first = (addr - it->first) / ps;
+    if (copy(addr, n)) {
+      mark(r, first, n / ps);
+      return;
+    }
     // A page after the faulting one was already there: the faulting one alone.
-    if (n > ps && copy(addr, ps)) return;
+    if (n > ps && copy(addr, ps)) {
+      mark(r, first, 1);
+      return;
+    }
     wake(addr);  // filled by another fault meanwhile
   }
 
@@ -123,6 +146,34 @@ struct LazyPages::State {
       return true;
     }
     return false;
+  }
+
+  void mark(Region& r, size_t first, size_t count) {
+    for (size_t i = first; i < first + count && i < r.filled.size(); ++i)
+      if (!r.filled[i]) {
+        r.filled[i] = true;
+        ++resident;
+      }
+  }
+
+  // Drops every filled page (under mu). A thread reading one meanwhile
+  // faults and has it filled again.
+  void trim() {
+    const size_t ps = page();
+    for (auto& [start, r] : regions) {
+      for (size_t i = 0; i < r.filled.size();) {
+        if (!r.filled[i]) {
+          ++i;
+          continue;
+        }
+        size_t j = i;
+        while (j < r.filled.size() && r.filled[j]) r.filled[j++] = false;
+        ::madvise(reinterpret_cast<void*>(start + i * ps), (j - i) * ps, MADV_DONTNEED);
+        i = j;
+      }
+    }
+    resident = 0;
+    ++trims;
   }
 
   void wake(uintptr_t addr) {
@@ -174,7 +225,7 @@ bool LazyPages::add(void* addr, size_t len, uint64_t file_off, Filler fill) {
     ::ioctl(s_->uffd, UFFDIO_UNREGISTER, &r);
     return false;
   }
-  s_->regions[a] = State::Region{len, file_off, std::move(fill)};
+  s_->regions[a] = State::Region{len, file_off, std::move(fill), std::vector<bool>(len / page(), false)};
   return true;
 }
 
@@ -183,11 +234,16 @@ void LazyPages::remove(void* addr) {
   std::lock_guard lk(s_->mu);
   auto it = s_->regions.find(a);
   if (it == s_->regions.end()) return;
+  for (bool f : it->second.filled) s_->resident -= f ? 1 : 0;
   uffdio_range r{a, it->second.len};
   ::ioctl(s_->uffd, UFFDIO_UNREGISTER, &r);
   s_->regions.erase(it);
 }
 
 uint64_t LazyPages::pages_filled() const { return s_->filled.load(); }
+
+uint64_t LazyPages::trims() const { return s_->trims.load(); }
+
+size_t LazyPages::resident_budget_bytes() { return kResidentBudgetBytes; }
 
 }  // namespace jankbpf::util

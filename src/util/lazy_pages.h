@@ -34,6 +34,11 @@ class LazyPages {
   void remove(void* addr);
   // Pages filled so far (for tests and the summary's budgets).
   uint64_t pages_filled() const;
+  // Filled pages are kept resident up to this many bytes over all regions;
+  // past it they are all dropped, and filled again when read. How many
+  // times that happened.
+  static size_t resident_budget_bytes();
+  uint64_t trims() const;
 
  private:
   LazyPages();

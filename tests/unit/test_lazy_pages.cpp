@@ -117,6 +117,46 @@ TEST_CASE("lazy pages: what the file no longer has reads as zeros, never a fault
   munmap(m, len);
 }
 
+TEST_CASE("lazy pages: past the resident budget filled pages are dropped and read again, the image's own kept", "[lazy]") {
+  SKIP_UNLESS(lazy_missing().empty(), "userfaultfd is not available here (" << lazy_missing() << ")");
+  const size_t budget = util::LazyPages::resident_budget_bytes();
+  const size_t len = 4 * budget;
+  PatternFile f(len);
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  REQUIRE(m != MAP_FAILED);
+  auto* p = static_cast<char*>(m);
+  // A page the image wrote before the region was added (a patched header):
+  // not the file's bytes, and never to be dropped.
+  const uint32_t patch = 0xfeedf00d;
+  std::memcpy(p + 8192, &patch, 4);
+  const int fd = f.fd;
+  auto fill = [fd](uint64_t off, char* buf, size_t n) -> size_t {
+    ssize_t r = ::pread(fd, buf, n, static_cast<off_t>(off));
+    return r > 0 ? static_cast<size_t>(r) : 0;
+  };
+  auto& lazy = util::LazyPages::get();
+  const uint64_t trims_before = lazy.trims();
+  REQUIRE(lazy.add(p, len, 0, fill));
+  size_t wrong = 0;
+  for (int pass = 0; pass < 2; ++pass)  // the second pass reads pages the first one's trims dropped
+    for (uint64_t off = 0; off < len; off += 4096) {
+      if (off == 8192) continue;
+      uint32_t w;
+      std::memcpy(&w, p + off + 40, 4);
+      wrong += w != expected(off + 40);
+    }
+  CHECK(wrong == 0);
+  const size_t res = resident_pages(p, len);
+  INFO(res << " pages resident of " << len / 4096 << ", budget " << budget / 4096);
+  CHECK(res <= budget / 4096 + 1);
+  CHECK(lazy.trims() - trims_before >= 6);
+  uint32_t w;
+  std::memcpy(&w, p + 8192, 4);
+  CHECK(w == patch);
+  lazy.remove(p);
+  munmap(m, len);
+}
+
 TEST_CASE("a -g binary's DWARF read lazily names the same lines, and costs a fraction of its size", "[lazy][stack]") {
   // This test binary: -O2 -g, tens of MB of DWARF.
   char self[4096];
@@ -155,6 +195,7 @@ TEST_CASE("a -g binary's DWARF read lazily names the same lines, and costs a fra
   uint64_t eager_bytes = 0, lazy_bytes = 0;
   const auto eager = symbolize_all(false, &eager_kb, &eager_bytes);
   const bool lazy_ok = util::LazyPages::get().available();
+  const uint64_t filled_before = util::LazyPages::get().pages_filled(), trims_before = util::LazyPages::get().trims();
   const auto lazy = symbolize_all(true, &lazy_kb, &lazy_bytes);
   INFO("DWARF " << eager_bytes / 1024 << " kB; RSS growth eager " << eager_kb << " kB, lazy " << lazy_kb
                  << " kB; pages read lazily " << util::LazyPages::get().pages_filled());
@@ -167,4 +208,9 @@ TEST_CASE("a -g binary's DWARF read lazily names the same lines, and costs a fra
   CHECK(with_lines >= eager.size() / 2);
   CHECK(lazy_bytes == eager_bytes);  // charged alike: the most it may hold
   if (lazy_ok) CHECK(lazy_kb * 3 < eager_bytes / 1024);
+  // What it read past the resident budget was dropped again as it went
+  // (and the lines above are the same all the same).
+  const uint64_t read = util::LazyPages::get().pages_filled() - filled_before;
+  if (lazy_ok && read * 4096 > util::LazyPages::resident_budget_bytes())
+    CHECK(util::LazyPages::get().trims() > trims_before);
 }
