@@ -464,6 +464,7 @@ bool ElfImage::copy_in(int fd, Plan& plan, const ElfCopyLimits& limits) {
   for (const auto& it : plan.items)
     if (it.copied || &it == dwarf)
       for (const auto& [off, len] : it.ranges) end = std::max(end, off + len);
+  if (dwarf && dwarf_ == Dwarf::Pending && limits.lazy_dwarf) plan_inflated(fd, dwarf->sections, plan.sh, &end);
   image_size_ = static_cast<size_t>(end);
   void* m = ::mmap(nullptr, image_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) {
@@ -508,8 +509,11 @@ bool ElfImage::copy_in(int fd, Plan& plan, const ElfCopyLimits& limits) {
     if (copied(s.sh_offset, s.sh_size)) continue;  // in a copied range all the same (a whole small file)
     const uint64_t at = plan.shoff + i * sizeof s;
     if (dwarf && dwarf_ == Dwarf::Pending &&
-        std::find(dwarf->sections.begin(), dwarf->sections.end(), i) != dwarf->sections.end())
+        std::find(dwarf->sections.begin(), dwarf->sections.end(), i) != dwarf->sections.end()) {
       deferred_.headers.push_back({at, s});  // restored once load_dwarf() copied it
+      for (auto& f : inflated_)
+        if (f.section == i) f.at = at;
+    }
     s.sh_type = SHT_NOBITS;
     s.sh_flags &= ~static_cast<uint64_t>(SHF_COMPRESSED);
     std::memcpy(image_ + at, &s, sizeof s);
@@ -582,7 +586,16 @@ bool ElfImage::load_dwarf(std::chrono::steady_clock::time_point until) {
     ++d.range;
     d.done = 0;
   }
-  for (const auto& [at, hdr] : d.headers) std::memcpy(image_ + at, &hdr, sizeof hdr);
+  for (auto [at, hdr] : d.headers) {
+    for (const auto& f : inflated_)
+      if (f.index && f.at == at) {  // shown inflated, in its slot
+        hdr.sh_offset = f.slot;
+        hdr.sh_size = f.size;
+        hdr.sh_addralign = f.align;
+        hdr.sh_flags &= ~static_cast<uint64_t>(SHF_COMPRESSED);
+      }
+    std::memcpy(image_ + at, &hdr, sizeof hdr);
+  }
   for (const auto& [off, len] : d.ranges) ranges_.push_back({off, off + len});
   std::sort(ranges_.begin(), ranges_.end());
   std::vector<std::pair<uint64_t, uint64_t>> merged;
@@ -636,7 +649,83 @@ bool ElfImage::load_dwarf_lazily(int fd) {
   };
   if (!lazy.add(image_ + lo, hi - lo, lo, fill)) return false;
   lazy_ = image_ + lo;
+  load_inflated(fd);
   return true;
+}
+
+// Slots past the copy's end for the compressed DWARF sections (zlib, the
+// ELF way), when their pages can be filled lazily: untouched, they cost
+// address space only.
+void ElfImage::plan_inflated(int fd, const std::vector<size_t>& sections, const std::vector<Elf64_Shdr>& sh,
+                             uint64_t* end) {
+  if (!util::LazyPages::get().available()) return;
+  const uint64_t ps = page_size();
+  uint64_t at = (*end + ps - 1) / ps * ps;
+  for (size_t i : sections) {
+    if (i >= sh.size() || !(sh[i].sh_flags & SHF_COMPRESSED)) continue;
+    const Elf64_Shdr& s = sh[i];
+    Elf64_Chdr ch;
+    if (s.sh_size <= sizeof ch || !pread_full(fd, &ch, sizeof ch, s.sh_offset)) continue;
+    if (ch.ch_type != ELFCOMPRESS_ZLIB || ch.ch_size == 0 || ch.ch_size > kMaxInflated) continue;
+    if (at > kMaxFileBytes + kMaxInflated * 4) break;  // address space, not memory: still bounded
+    Inflated f;
+    f.section = i;
+    f.slot = at;
+    f.size = ch.ch_size;
+    f.align = ch.ch_addralign && ch.ch_addralign <= ps && !(ch.ch_addralign & (ch.ch_addralign - 1)) ? ch.ch_addralign : 1;
+    f.stream_off = s.sh_offset + sizeof ch;
+    f.stream_len = s.sh_size - sizeof ch;
+    inflated_.push_back(std::move(f));
+    at = (at + ch.ch_size + ps - 1) / ps * ps;
+  }
+  if (!inflated_.empty()) *end = at;
+}
+
+// One pass over each compressed section builds its index; its slot's pages
+// are then inflated from the nearest access point when libdw touches them.
+// A section whose stream does not inflate to the size it claims keeps its
+// header: libelf inflates it (or refuses it) as before.
+void ElfImage::load_inflated(int fd) {
+  if (inflated_.empty()) return;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (auto& f : inflated_) {
+    if (f.at == 0) continue;
+    auto index = std::make_unique<InflateIndex>();
+    auto rd = [fd, &f](uint64_t off, uint8_t* buf, size_t n) -> size_t {
+      if (off >= f.stream_len) return 0;
+      n = static_cast<size_t>(std::min<uint64_t>(n, f.stream_len - off));
+      return pread_full(fd, buf, n, f.stream_off + off) ? n : 0;
+    };
+    if (!index->build(rd, f.stream_len, f.size)) continue;
+    f.index = std::move(index);
+    lo = std::min(lo, f.slot);
+    hi = std::max(hi, f.slot + f.size);
+  }
+  if (lo >= hi) return;
+  const uint64_t ps = page_size();
+  hi = std::min<uint64_t>((hi + ps - 1) / ps * ps, image_size_);
+  auto fill = [this](uint64_t off, char* buf, size_t n) -> size_t {
+    std::memset(buf, 0, n);
+    auto src = SourcePool::get().fd_of(this, source_.get());
+    if (!src || !*src) return n;  // gone or replaced: zeros, which libdw refuses
+    const int sfd = src->get();
+    for (const auto& f : inflated_) {
+      if (!f.index || off + n <= f.slot || off >= f.slot + f.size) continue;
+      const uint64_t from = std::max(off, f.slot), to = std::min(off + n, f.slot + f.size);
+      auto rd = [sfd, &f](uint64_t o, uint8_t* b, size_t k) -> size_t {
+        if (o >= f.stream_len) return 0;
+        k = static_cast<size_t>(std::min<uint64_t>(k, f.stream_len - o));
+        return pread_full(sfd, b, k, f.stream_off + o) ? k : 0;
+      };
+      f.index->read(rd, from - f.slot, reinterpret_cast<uint8_t*>(buf + (from - off)), static_cast<size_t>(to - from));
+    }
+    return n;
+  };
+  if (!util::LazyPages::get().add(image_ + lo, hi - lo, lo, fill)) {
+    for (auto& f : inflated_) f.index.reset();  // libelf inflates them, as without slots
+    return;
+  }
+  lazy_inflated_ = image_ + lo;
 }
 
 bool ElfImage::init_from_copy() {
@@ -673,6 +762,7 @@ bool ElfImage::init_from_copy() {
 ElfImage::~ElfImage() {
   if (elf_) elf_end(elf_);
   if (lazy_) util::LazyPages::get().remove(lazy_);  // before the unmap: no fault served from it after
+  if (lazy_inflated_) util::LazyPages::get().remove(lazy_inflated_);
   if (image_) ::munmap(image_, image_size_);
   SourcePool::get().drop(this);
 }

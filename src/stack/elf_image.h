@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stack/inflate_index.h"
 #include "util/budget.h"
 #include "util/fd.h"
 #include "util/safe_open.h"
@@ -130,6 +131,13 @@ class ElfImage {
 
   // Bytes the private copy holds (pages), and whom it is charged to.
   uint64_t copied_bytes() const { return copied_; }
+  // Compressed DWARF sections shown to libdw inflated page by page (after
+  // load_dwarf; the rest libelf inflates whole).
+  size_t sections_inflated_lazily() const {
+    size_t n = 0;
+    for (const auto& f : inflated_) n += f.index != nullptr;
+    return n;
+  }
   uid_t charged_uid() const { return limits_.uid; }
   // Budget bits (util/budget.h) that left sections out: kBudgetElfBytes,
   // kBudgetTime; 0 when everything wanted was copied.
@@ -165,6 +173,21 @@ class ElfImage {
   char* image_ = nullptr;  // anonymous mapping of image_size_ bytes
   char* lazy_ = nullptr;   // the start of its pages filled on first touch, if any
   bool load_dwarf_lazily(int fd);
+  // A zlib-compressed DWARF section shown to libdw inflated, page by page
+  // as it touches it (stack/inflate_index.h), rather than inflated whole
+  // by libelf: its header then points at `slot`, past the file's bytes in
+  // the copy, with the inflated size and no SHF_COMPRESSED.
+  struct Inflated {
+    size_t section = 0;
+    uint64_t at = 0;  // its section header's offset in the copy (0: not deferred, not shown inflated)
+    uint64_t slot = 0, size = 0, align = 1;
+    uint64_t stream_off = 0, stream_len = 0;  // the zlib stream in the file
+    std::unique_ptr<InflateIndex> index;      // built by load_dwarf_lazily
+  };
+  std::vector<Inflated> inflated_;
+  char* lazy_inflated_ = nullptr;  // the slots' region, when registered
+  void plan_inflated(int fd, const std::vector<size_t>& sections, const std::vector<Elf64_Shdr>& sh, uint64_t* end);
+  void load_inflated(int fd);
   size_t image_size_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> ranges_;  // copied [begin, end), sorted, merged
   BudgetLedger::Charge charge_;

@@ -2,7 +2,9 @@
 // DWARF of a -g binary read that way (issue 30: peak RSS with stacks).
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "stack/elf_image.h"
+#include "stack/inflate_index.h"
 #include "stack/module.h"
 #include "util/lazy_pages.h"
 #include "util/self_status.h"
@@ -213,4 +216,141 @@ TEST_CASE("a -g binary's DWARF read lazily names the same lines, and costs a fra
   const uint64_t read = util::LazyPages::get().pages_filled() - filled_before;
   if (lazy_ok && read * 4096 > util::LazyPages::resident_budget_bytes())
     CHECK(util::LazyPages::get().trims() > trims_before);
+}
+
+namespace {
+
+// A zlib stream of `data`, as an ELF compressed section holds it.
+std::vector<uint8_t> zlib_of(const std::vector<uint8_t>& data, int level) {
+  uLongf n = compressBound(static_cast<uLong>(data.size()));
+  std::vector<uint8_t> out(n);
+  REQUIRE(compress2(out.data(), &n, data.data(), static_cast<uLong>(data.size()), level) == Z_OK);
+  out.resize(n);
+  return out;
+}
+
+stack::InflateIndex::Reader reader_of(const std::vector<uint8_t>& z) {
+  return [&z](uint64_t off, uint8_t* buf, size_t n) -> size_t {
+    if (off >= z.size()) return 0;
+    n = std::min<size_t>(n, z.size() - off);
+    std::memcpy(buf, z.data() + off, n);
+    return n;
+  };
+}
+
+}  // namespace
+
+TEST_CASE("inflate index: any range of a zlib stream, inflated from the nearest access point", "[lazy][inflate]") {
+  // 3 MB of text that compresses like DWARF does (repeats at all distances).
+  std::vector<uint8_t> data;
+  uint32_t x = 12345;
+  while (data.size() < (3u << 20)) {
+    x = x * 1103515245u + 12345u;
+    const std::string word = "_ZN7jankbpf5stack" + std::to_string((x >> 16) % 4000) + "E\n";
+    data.insert(data.end(), word.begin(), word.end());
+  }
+  for (int level : {1, 9}) {
+    const auto z = zlib_of(data, level);
+    stack::InflateIndex index;
+    REQUIRE(index.build(reader_of(z), z.size(), data.size()));
+    CHECK(index.points() >= data.size() / stack::InflateIndex::kSpan / 2);
+    CHECK(index.memory_bytes() < data.size() / 4);
+    std::vector<uint8_t> got(70000);
+    size_t wrong = 0;
+    for (uint64_t off : {uint64_t{0}, uint64_t{1}, uint64_t{4095}, uint64_t{300000}, uint64_t{(1u << 20) + 17},
+                         uint64_t{data.size() - 70000}, uint64_t{data.size() - 10}}) {
+      const size_t want = std::min<size_t>(got.size(), data.size() - off);
+      REQUIRE(index.read(reader_of(z), off, got.data(), want) == want);
+      wrong += std::memcmp(got.data(), data.data() + off, want) != 0;
+    }
+    CHECK(wrong == 0);
+    CHECK(index.read(reader_of(z), data.size(), got.data(), 10) == 0);  // past the end: nothing
+  }
+}
+
+TEST_CASE("inflate index: a stream that lies about its size, or is corrupt, is refused", "[lazy][inflate]") {
+  std::vector<uint8_t> data(1u << 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>((i * 7) ^ (i >> 9));
+  auto z = zlib_of(data, 6);
+  stack::InflateIndex index;
+  CHECK_FALSE(index.build(reader_of(z), z.size(), data.size() - 1));  // holds more than it claims
+  CHECK_FALSE(index.build(reader_of(z), z.size(), data.size() + 1));  // holds less
+  CHECK_FALSE(index.build(reader_of(z), z.size() / 2, data.size()));  // cut short
+  auto bad = z;
+  for (size_t i = bad.size() / 3; i < bad.size() / 3 + 64; ++i) bad[i] ^= 0x5a;
+  CHECK_FALSE(index.build(reader_of(bad), bad.size(), data.size()));
+  // Built on the good stream, then read from a corrupted one (the file
+  // changed under it): short output, never a crash or an overrun.
+  REQUIRE(index.build(reader_of(z), z.size(), data.size()));
+  std::vector<uint8_t> got(1u << 20);
+  CHECK(index.read(reader_of(bad), 0, got.data(), got.size()) < got.size());
+}
+
+TEST_CASE("a compressed debug file's DWARF is inflated page by page and names the same lines", "[lazy][stack]") {
+  SKIP_UNLESS(lazy_missing().empty(), "userfaultfd is not available here (" << lazy_missing() << ")");
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  REQUIRE(n > 0);
+  self[n] = 0;
+  // The unit binary's DWARF, zlib-compressed in a debug file the way
+  // Debian's -dbg and -dbgsym packages ship it.
+  char tmpl[] = "/tmp/jankbpf-zdebug-XXXXXX";
+  int tfd = mkstemp(tmpl);
+  REQUIRE(tfd >= 0);
+  ::close(tfd);
+  const std::string zpath = tmpl;
+  pid_t pid = fork();
+  if (pid == 0) {
+    execlp("objcopy", "objcopy", "--only-keep-debug", "--compress-debug-sections=zlib", self, zpath.c_str(),
+           static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  OpenPolicy policy;
+  policy.max_size = stack::ElfImage::kMaxFileBytes;
+  auto symbolize_all = [&](const std::string& path, bool lazy, size_t* inflated, size_t* rss_growth_kb) {
+    stack::ElfCopyLimits limits;
+    limits.lazy_dwarf = lazy;
+    auto img = stack::ElfImage::open_path(path, policy, limits);
+    REQUIRE(img);
+    REQUIRE(img->has_dwarf());
+    std::vector<uint64_t> addrs;
+    const auto& syms = img->symbols();
+    REQUIRE(syms.size() > 100);
+    for (size_t i = 0; i < syms.size() && addrs.size() < 8; i += syms.size() / 8)
+      if (syms[i].size > 8) addrs.push_back(syms[i].addr + 4);
+    const size_t rss0 = kb("VmRSS");
+    stack::Module mod(std::move(img), path, stack::DebugSearch{});
+    std::vector<std::string> out;
+    for (uint64_t a : addrs) {
+      const auto& s = mod.symbolize(a, true);
+      std::string line;
+      for (const auto& fr : s.frames) line += fr.function + "@" + fr.file + ":" + std::to_string(fr.line) + ";";
+      out.push_back(line);
+    }
+    *rss_growth_kb = kb("VmRSS") - rss0;
+    *inflated = mod.elf().sections_inflated_lazily();
+    return out;
+  };
+  size_t inflated_plain = 0, inflated_whole = 0, inflated_lazy = 0, kb_plain = 0, kb_whole = 0, kb_lazy = 0;
+  const auto plain = symbolize_all(self, true, &inflated_plain, &kb_plain);
+  const auto whole = symbolize_all(zpath, false, &inflated_whole, &kb_whole);  // libelf inflates it
+  const auto lazy = symbolize_all(zpath, true, &inflated_lazy, &kb_lazy);
+  ::unlink(zpath.c_str());
+  INFO("RSS growth: uncompressed " << kb_plain << " kB, compressed inflated whole " << kb_whole
+                                   << " kB, inflated page by page " << kb_lazy << " kB");
+  REQUIRE(plain.size() == lazy.size());
+  size_t with_lines = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    CHECK(lazy[i] == plain[i]);
+    CHECK(whole[i] == plain[i]);
+    with_lines += plain[i].find(".cpp:") != std::string::npos || plain[i].find(".h:") != std::string::npos;
+  }
+  CHECK(with_lines >= plain.size() / 2);
+  CHECK(inflated_plain == 0);
+  CHECK(inflated_whole == 0);
+  CHECK(inflated_lazy >= 4);  // info, abbrev, line, str at least
+  CHECK(kb_lazy * 2 < kb_whole);
 }
