@@ -202,7 +202,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_maps fuzz_perf_map fuzz_perf_sample fuzz_config fuzz_elf_notes \
 	fuzz_marker_spec fuzz_stack_tree fuzz_json_sink fuzz_python_frames fuzz_v8_frames fuzz_kernel_funcs \
 	fuzz_stack_log fuzz_report_jsonl fuzz_hotspot_frames \
-	fuzz_causes
+	fuzz_causes fuzz_inflate
 # What each target links, beyond its harness (src/ paths without .cpp).
 FUZZ_SRCS_fuzz_maps := stack/maps util/safe_open
 FUZZ_SRCS_fuzz_perf_map := stack/perf_map stack/maps util/safe_open util/budget
@@ -212,6 +212,8 @@ FUZZ_SRCS_fuzz_elf_notes := stack/elf_image elf/build_id markers/probe_elf stack
 	stack/maps util/safe_open util/budget util/lazy_pages stack/inflate_index
 FUZZ_LIBS_fuzz_elf_notes := -lelf -ldw -lz -lpthread
 FUZZ_SRCS_fuzz_marker_spec := markers/marker_spec
+FUZZ_SRCS_fuzz_inflate := stack/inflate_index
+FUZZ_LIBS_fuzz_inflate := -lz
 # wait_state_name() lives in the resolver, which brings the stack library.
 FUZZ_SRCS_fuzz_stack_tree := $(patsubst src/%.cpp,%,$(filter src/stack/%.cpp src/util/%.cpp src/arch/%.cpp src/elf/%.cpp,$(SRCS))) \
 	bpf/test_seams

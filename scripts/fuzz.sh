@@ -57,6 +57,7 @@ max_len() {
     fuzz_stack_log|fuzz_report_jsonl) echo 16384 ;;  # a task's stack log; a few records
     fuzz_hotspot_frames) echo 32768 ;;  # registers, a stack copy, a small JVM's memory
     fuzz_causes) echo 16384 ;;  # mountinfo or kallsyms text; a cause record and 16 subjects
+    fuzz_inflate) echo 16384 ;;  # a zlib stream of up to 256 KB inflated
     *) echo "fuzz: no -max_len for $1 (scripts/fuzz.sh max_len)" >&2; echo 4096 ;;
   esac
 }

@@ -23,7 +23,7 @@ struct Inflater {
 
 }  // namespace
 
-bool InflateIndex::build(const Reader& read, uint64_t in_len, uint64_t out_len) {
+bool InflateIndex::build(const Reader& read, uint64_t in_len, uint64_t out_len, uint64_t span) {
   points_.clear();
   in_len_ = in_len;
   out_len_ = out_len;
@@ -60,7 +60,7 @@ bool InflateIndex::build(const Reader& read, uint64_t in_len, uint64_t out_len) 
       }
       // At a block's end (not the last block's), all output of the block
       // is out and at most 7 bits of the next are in: a place to restart.
-      if ((s.data_type & 128) && !(s.data_type & 64) && (totout == 0 || totout - last >= kSpan)) {
+      if ((s.data_type & 128) && !(s.data_type & 64) && (totout == 0 || totout - last >= span)) {
         Point p;
         p.out = totout;
         p.in = totin;

@@ -33,7 +33,9 @@ class InflateIndex {
   // One pass over a zlib stream of in_len bytes that must inflate to
   // exactly out_len bytes. False if it does not (corrupt, truncated, a
   // size that lies): the caller lets libelf inflate it, or refuse it.
-  bool build(const Reader& read, uint64_t in_len, uint64_t out_len);
+  // `span`: kSpan, or smaller for tests and the fuzzer (more points on a
+  // small stream).
+  bool build(const Reader& read, uint64_t in_len, uint64_t out_len, uint64_t span = kSpan);
   // n bytes of output at `off` into buf; how many could be produced
   // (0 if the stream no longer inflates as it did).
   size_t read(const Reader& read, uint64_t off, uint8_t* buf, size_t n) const;
