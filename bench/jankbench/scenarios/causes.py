@@ -173,6 +173,11 @@ def _run(steps: list[str], cgroup: str | None, app_options=(), jankbpf_options=(
             d = json.loads(line)
             if d.get("done"):
                 break
+            if "quota_step" in d:  # a quota step's throttled time to its task's end
+                for t in tasks:
+                    if t["task"] == d["quota_step"]:
+                        t["throttled_to_end_ns"] = d["throttled_to_end_ns"]
+                continue
             tasks.append(d)
         app.wait(60)
         jb.finish(exit_within=10)
@@ -200,7 +205,7 @@ def _jank_of(janks, task):
 def trial(name, task, ready, janks, expected):
     _, kind, ident, _ = CAUSES[name]
     j = _jank_of(janks, task)
-    row = {"cause": name, "truth_ms": task["wait_ns"] / 1e6, "expected": {"kind": kind, **expected}}
+    row = {"cause": name, "truth_ms": task.get("throttled_to_end_ns", task["wait_ns"]) / 1e6, "expected": {"kind": kind, **expected}}
     if name == "fsync" and task.get("fsync_ns"):
         row["floor_ms"] = task["fsync_ns"] / 1e6  # the fsync() call's own time asleep
     if j is None:
