@@ -685,18 +685,22 @@ void ElfImage::plan_inflated(int fd, const std::vector<size_t>& sections, const 
 // are then inflated from the nearest access point when libdw touches them.
 // A section whose stream does not inflate to the size it claims keeps its
 // header: libelf inflates it (or refuses it) as before.
+// The compressed stream of `f` as read from `fd`, for its index.
+InflateIndex::Reader ElfImage::stream_reader(int fd, const Inflated& f) {
+  return [fd, &f](uint64_t off, uint8_t* buf, size_t n) -> size_t {
+    if (off >= f.stream_len) return 0;
+    n = static_cast<size_t>(std::min<uint64_t>(n, f.stream_len - off));
+    return pread_full(fd, buf, n, f.stream_off + off) ? n : 0;
+  };
+}
+
 void ElfImage::load_inflated(int fd) {
   if (inflated_.empty()) return;
   uint64_t lo = UINT64_MAX, hi = 0;
   for (auto& f : inflated_) {
     if (f.at == 0) continue;
     auto index = std::make_unique<InflateIndex>();
-    auto rd = [fd, &f](uint64_t off, uint8_t* buf, size_t n) -> size_t {
-      if (off >= f.stream_len) return 0;
-      n = static_cast<size_t>(std::min<uint64_t>(n, f.stream_len - off));
-      return pread_full(fd, buf, n, f.stream_off + off) ? n : 0;
-    };
-    if (!index->build(rd, f.stream_len, f.size)) continue;
+    if (!index->build(stream_reader(fd, f), f.stream_len, f.size)) continue;
     f.index = std::move(index);
     lo = std::min(lo, f.slot);
     hi = std::max(hi, f.slot + f.size);
@@ -712,12 +716,7 @@ void ElfImage::load_inflated(int fd) {
     for (const auto& f : inflated_) {
       if (!f.index || off + n <= f.slot || off >= f.slot + f.size) continue;
       const uint64_t from = std::max(off, f.slot), to = std::min(off + n, f.slot + f.size);
-      auto rd = [sfd, &f](uint64_t o, uint8_t* b, size_t k) -> size_t {
-        if (o >= f.stream_len) return 0;
-        k = static_cast<size_t>(std::min<uint64_t>(k, f.stream_len - o));
-        return pread_full(sfd, b, k, f.stream_off + o) ? k : 0;
-      };
-      f.index->read(rd, from - f.slot, reinterpret_cast<uint8_t*>(buf + (from - off)), static_cast<size_t>(to - from));
+      f.index->read(stream_reader(sfd, f), from - f.slot, reinterpret_cast<uint8_t*>(buf + (from - off)), static_cast<size_t>(to - from));
     }
     return n;
   };

@@ -188,6 +188,8 @@ class ElfImage {
   char* lazy_inflated_ = nullptr;  // the slots' region, when registered
   void plan_inflated(int fd, const std::vector<size_t>& sections, const std::vector<Elf64_Shdr>& sh, uint64_t* end);
   void load_inflated(int fd);
+  // The compressed stream of `f` as read from `fd`, for its index.
+  static InflateIndex::Reader stream_reader(int fd, const Inflated& f);
   size_t image_size_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> ranges_;  // copied [begin, end), sorted, merged
   BudgetLedger::Charge charge_;

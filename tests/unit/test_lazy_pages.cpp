@@ -58,6 +58,47 @@ std::string lazy_missing() {
   return util::LazyPages::get().available(&why) ? std::string() : why;
 }
 
+// Eight functions spread over `path`'s symbols, symbolized through a
+// Module with the DWARF copied whole or read lazily: one line of frames
+// each, the RSS the symbolizing grew by, the DWARF bytes copied, and how
+// many compressed sections were inflated page by page.
+struct EightLines {
+  std::vector<std::string> lines;
+  size_t rss_growth_kb = 0;
+  uint64_t dwarf_bytes = 0;
+  size_t inflated = 0;
+};
+
+EightLines symbolize_eight(const std::string& path, bool lazy) {
+  OpenPolicy policy;
+  policy.max_size = stack::ElfImage::kMaxFileBytes;
+  stack::ElfCopyLimits limits;
+  limits.lazy_dwarf = lazy;
+  auto img = stack::ElfImage::open_path(path, policy, limits);
+  REQUIRE(img);
+  REQUIRE(img->has_dwarf());
+  std::vector<uint64_t> addrs;
+  const auto& syms = img->symbols();
+  REQUIRE(syms.size() > 100);
+  // A stack's worth: a few functions, here 8 spread over the binary.
+  for (size_t i = 0; i < syms.size() && addrs.size() < 8; i += syms.size() / 8)
+    if (syms[i].size > 8) addrs.push_back(syms[i].addr + 4);
+  const uint64_t before_copy = img->copied_bytes();
+  const size_t rss0 = kb("VmRSS");
+  stack::Module mod(std::move(img), path, stack::DebugSearch{});
+  EightLines out;
+  for (uint64_t a : addrs) {
+    const auto& s = mod.symbolize(a, true);
+    std::string line;
+    for (const auto& fr : s.frames) line += fr.function + "@" + fr.file + ":" + std::to_string(fr.line) + ";";
+    out.lines.push_back(line);
+  }
+  out.rss_growth_kb = kb("VmRSS") - rss0;
+  out.dwarf_bytes = mod.elf().copied_bytes() - before_copy;
+  out.inflated = mod.elf().sections_inflated_lazily();
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("lazy pages: read from the file at first touch, only the pages touched", "[lazy]") {
@@ -166,40 +207,16 @@ TEST_CASE("a -g binary's DWARF read lazily names the same lines, and costs a fra
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   REQUIRE(n > 0);
   self[n] = 0;
-  OpenPolicy policy;
-  policy.max_size = stack::ElfImage::kMaxFileBytes;
-  auto symbolize_all = [&](bool lazy, size_t* rss_growth_kb, uint64_t* dwarf_bytes) {
-    stack::ElfCopyLimits limits;
-    limits.lazy_dwarf = lazy;
-    auto img = stack::ElfImage::open_path(self, policy, limits);
-    REQUIRE(img);
-    REQUIRE(img->has_dwarf());
-    std::vector<uint64_t> addrs;
-    const auto& syms = img->symbols();
-    REQUIRE(syms.size() > 100);
-    // A stack's worth: a few functions, here 8 spread over the binary.
-    for (size_t i = 0; i < syms.size() && addrs.size() < 8; i += syms.size() / 8)
-      if (syms[i].size > 8) addrs.push_back(syms[i].addr + 4);
-    const uint64_t before_copy = img->copied_bytes();
-    const size_t rss0 = kb("VmRSS");
-    stack::Module mod(std::move(img), self, stack::DebugSearch{});
-    std::vector<std::string> out;
-    for (uint64_t a : addrs) {
-      const auto& s = mod.symbolize(a, true);
-      std::string line;
-      for (const auto& fr : s.frames) line += fr.function + "@" + fr.file + ":" + std::to_string(fr.line) + ";";
-      out.push_back(line);
-    }
-    *rss_growth_kb = kb("VmRSS") - rss0;
-    *dwarf_bytes = mod.elf().copied_bytes() - before_copy;
-    return out;
-  };
-  size_t eager_kb = 0, lazy_kb = 0;
-  uint64_t eager_bytes = 0, lazy_bytes = 0;
-  const auto eager = symbolize_all(false, &eager_kb, &eager_bytes);
+  const auto eager_run = symbolize_eight(self, false);
+  const auto& eager = eager_run.lines;
+  const size_t eager_kb = eager_run.rss_growth_kb;
+  const uint64_t eager_bytes = eager_run.dwarf_bytes;
   const bool lazy_ok = util::LazyPages::get().available();
   const uint64_t filled_before = util::LazyPages::get().pages_filled(), trims_before = util::LazyPages::get().trims();
-  const auto lazy = symbolize_all(true, &lazy_kb, &lazy_bytes);
+  const auto lazy_run = symbolize_eight(self, true);
+  const auto& lazy = lazy_run.lines;
+  const size_t lazy_kb = lazy_run.rss_growth_kb;
+  const uint64_t lazy_bytes = lazy_run.dwarf_bytes;
   INFO("DWARF " << eager_bytes / 1024 << " kB; RSS growth eager " << eager_kb << " kB, lazy " << lazy_kb
                  << " kB; pages read lazily " << util::LazyPages::get().pages_filled());
   REQUIRE(eager.size() == lazy.size());
@@ -308,36 +325,13 @@ TEST_CASE("a compressed debug file's DWARF is inflated page by page and names th
   int status = 0;
   REQUIRE(waitpid(pid, &status, 0) == pid);
   REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-  OpenPolicy policy;
-  policy.max_size = stack::ElfImage::kMaxFileBytes;
-  auto symbolize_all = [&](const std::string& path, bool lazy, size_t* inflated, size_t* rss_growth_kb) {
-    stack::ElfCopyLimits limits;
-    limits.lazy_dwarf = lazy;
-    auto img = stack::ElfImage::open_path(path, policy, limits);
-    REQUIRE(img);
-    REQUIRE(img->has_dwarf());
-    std::vector<uint64_t> addrs;
-    const auto& syms = img->symbols();
-    REQUIRE(syms.size() > 100);
-    for (size_t i = 0; i < syms.size() && addrs.size() < 8; i += syms.size() / 8)
-      if (syms[i].size > 8) addrs.push_back(syms[i].addr + 4);
-    const size_t rss0 = kb("VmRSS");
-    stack::Module mod(std::move(img), path, stack::DebugSearch{});
-    std::vector<std::string> out;
-    for (uint64_t a : addrs) {
-      const auto& s = mod.symbolize(a, true);
-      std::string line;
-      for (const auto& fr : s.frames) line += fr.function + "@" + fr.file + ":" + std::to_string(fr.line) + ";";
-      out.push_back(line);
-    }
-    *rss_growth_kb = kb("VmRSS") - rss0;
-    *inflated = mod.elf().sections_inflated_lazily();
-    return out;
-  };
-  size_t inflated_plain = 0, inflated_whole = 0, inflated_lazy = 0, kb_plain = 0, kb_whole = 0, kb_lazy = 0;
-  const auto plain = symbolize_all(self, true, &inflated_plain, &kb_plain);
-  const auto whole = symbolize_all(zpath, false, &inflated_whole, &kb_whole);  // libelf inflates it
-  const auto lazy = symbolize_all(zpath, true, &inflated_lazy, &kb_lazy);
+  const auto plain_run = symbolize_eight(self, true);
+  const auto whole_run = symbolize_eight(zpath, false);  // libelf inflates it
+  const auto lazy_run = symbolize_eight(zpath, true);
+  const auto &plain = plain_run.lines, &whole = whole_run.lines, &lazy = lazy_run.lines;
+  const size_t inflated_plain = plain_run.inflated, inflated_whole = whole_run.inflated,
+               inflated_lazy = lazy_run.inflated;
+  const size_t kb_plain = plain_run.rss_growth_kb, kb_whole = whole_run.rss_growth_kb, kb_lazy = lazy_run.rss_growth_kb;
   ::unlink(zpath.c_str());
   INFO("RSS growth: uncompressed " << kb_plain << " kB, compressed inflated whole " << kb_whole
                                    << " kB, inflated page by page " << kb_lazy << " kB");
