@@ -58,6 +58,17 @@ bool epoll_add(int epfd, int fd, uint64_t tag) {
   return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
+// What the loop's signalfd reads; blocked from the start of run().
+sigset_t loop_signals() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGHUP);
+  sigaddset(&mask, SIGCHLD);
+  return mask;
+}
+
 }  // namespace
 
 Monitor::Monitor(Options opts, std::unique_ptr<JsonLinesOutput> out)
@@ -94,6 +105,11 @@ void Monitor::stop_irq_text() {
 
 int Monitor::run() {
   started_ns_ = monotonic_ns();
+  // 0. The loop's signals are blocked before any thread starts (the report
+  //    sink, the lazy-pages server, libraries'): a thread created with them
+  //    unblocked would take SIGCHLD, and the command's exit would be missed.
+  const sigset_t mask = loop_signals();
+  sigprocmask(SIG_BLOCK, &mask, nullptr);
   // 1. Targets named by pid must exist before anything is loaded.
   if (!check_targets()) return kExitUsage;
   //    The report files must be writable before anything is loaded.
@@ -224,13 +240,7 @@ int Monitor::run() {
 }
 
 bool Monitor::setup_loop() {
-  sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGINT);
-  sigaddset(&mask, SIGTERM);
-  sigaddset(&mask, SIGHUP);
-  sigaddset(&mask, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  const sigset_t mask = loop_signals();
   signal(SIGPIPE, SIG_IGN);  // a closed stdout shows up as EPIPE instead
   signals_.reset(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));

@@ -1,6 +1,8 @@
 #include "util/lazy_pages.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -86,9 +88,17 @@ struct LazyPages::State {
     }
     buf.resize(kFillPages * page());
     uffd = fd;  // before the thread reads it
+    // The thread takes no signals: it starts while ELF files are first read
+    // (markers are planned before the monitor blocks SIGCHLD), and a thread
+    // that left SIGCHLD unblocked would swallow the command's exit.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     try {
       std::thread([this] { serve(); }).detach();
+      pthread_sigmask(SIG_SETMASK, &old, nullptr);
     } catch (const std::exception& e) {
+      pthread_sigmask(SIG_SETMASK, &old, nullptr);
       why = std::string("no thread to serve faults: ") + e.what();
       uffd = -1;
       ::close(fd);

@@ -128,3 +128,46 @@ def test_presets_on_binaries_without_the_runtime_exit_2(spec, needle):
     rc, records, err = run_jankbpf("--marker", spec, "--duration", "1")
     assert rc == 2, err
     assert needle in err
+
+
+def sigchld_takers(pid):
+    """Threads of `pid` that leave SIGCHLD unblocked: (tid, SigBlk)."""
+    takers = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                blk = next(l.split()[1] for l in f if l.startswith("SigBlk:"))
+        except (OSError, StopIteration):
+            continue
+        if not int(blk, 16) & (1 << (17 - 1)):  # SIGCHLD is 17
+            takers.append((tid, blk))
+    return takers
+
+
+def test_no_thread_of_jankbpf_takes_the_commands_sigchld():
+    """The command's exit reaches the main thread's signalfd as SIGCHLD. A
+    thread started before the loop blocked it (the lazy-pages server starts
+    while --marker libuv reads node's ELF file) took it instead: the signal
+    was dropped and jankbpf waited forever after its command exited, one
+    run in three (CI, stop 40). Every thread blocks it now, and the run
+    ends with its command."""
+    need(NODE is not None, "node is not installed (Debian package nodejs)")
+    p = subprocess.Popen([os.path.join(BUILD, "jankbpf"), "--marker", "libuv", "--log-type", "0",
+                          "--", NODE, "-e", "setTimeout(() => {}, 3000)"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        err = ""
+        for line in p.stderr:
+            err += line
+            if "attached:" in line:
+                break
+        assert "attached:" in err, err
+        tasks = os.listdir(f"/proc/{p.pid}/task")
+        assert len(tasks) >= 3, tasks  # the main thread, the reporter, the lazy-pages server at least
+        assert sigchld_takers(p.pid) == []
+        rc = p.wait(timeout=30)
+        assert rc == 0, err + p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
