@@ -209,7 +209,7 @@ FUZZ_SRCS_fuzz_perf_map := stack/perf_map stack/maps util/safe_open util/budget
 FUZZ_SRCS_fuzz_perf_sample := stack/perf_sample arch/arch
 FUZZ_SRCS_fuzz_config := config/jank_config
 FUZZ_SRCS_fuzz_elf_notes := stack/elf_image elf/build_id markers/probe_elf stack/kallsyms \
-	stack/maps util/safe_open util/budget util/lazy_pages stack/inflate_index
+	stack/maps util/safe_open util/budget util/lazy_pages util/own_clock stack/inflate_index
 FUZZ_LIBS_fuzz_elf_notes := -lelf -ldw -lz -lpthread
 FUZZ_SRCS_fuzz_marker_spec := markers/marker_spec
 FUZZ_SRCS_fuzz_inflate := stack/inflate_index

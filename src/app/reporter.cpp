@@ -24,6 +24,7 @@
 #include "util/budget.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/own_clock.h"
 
 namespace jankbpf {
 namespace {
@@ -396,7 +397,7 @@ void Reporter::run() {
     // A stack job of a uid out of reporter time is skipped, at no cost,
     // when another uid waits.
     if (!within_time(job, uid, others_waiting)) continue;
-    const auto job_start = std::chrono::steady_clock::now();
+    const auto job_start = util::own_now();  // charged: the job's own time, not the host's load
     // One job's failure (bad_alloc on a hostile ELF, a parser's exception)
     // costs that job, counted, never the run.
     try {
@@ -436,7 +437,7 @@ void Reporter::run() {
       // At most a burst of debt: a uid that had the reporter to itself is
       // not shut out for long once someone else needs it.
       auto& ns = impl_->time_buckets[uid].ns;
-      ns -= std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - job_start).count();
+      ns -= std::chrono::duration_cast<std::chrono::nanoseconds>(util::own_now() - job_start).count();
       ns = std::max(ns, -kReporterBurstMs * 1'000'000);
     }
   }

@@ -17,6 +17,7 @@
 
 #include "elf/build_id.h"
 #include "util/lazy_pages.h"
+#include "util/own_clock.h"
 
 namespace jankbpf::stack {
 namespace {
@@ -410,7 +411,7 @@ std::unique_ptr<ElfImage> ElfImage::open(Fd fd, const ElfCopyLimits& limits, std
 }
 
 bool ElfImage::copy_in(int fd, Plan& plan, const ElfCopyLimits& limits) {
-  const auto started = std::chrono::steady_clock::now();
+  const auto started = util::own_now();  // the file's own time: load on the host is not its cost
   limits_ = limits;
   // Choose, in order, the items that fit the file's limit and the ledger's
   // headroom; one that does not is left out (and counted as a cut). DWARF
@@ -480,7 +481,7 @@ bool ElfImage::copy_in(int fd, Plan& plan, const ElfCopyLimits& limits) {
       const auto until = k == 0 || limits.time == std::chrono::milliseconds::max() ? std::chrono::steady_clock::time_point::max()
                                                                                      : started + limits.time;
       if (!copy_range(fd, off, len, until, &done)) {
-        if (done < len && std::chrono::steady_clock::now() > until) cut_ |= kBudgetTime;
+        if (done < len && util::own_now() > until) cut_ |= kBudgetTime;
         it.copied = false;
         break;
       }
@@ -550,7 +551,7 @@ void ElfImage::recount() {
 bool ElfImage::copy_range(int fd, uint64_t off, uint64_t len, std::chrono::steady_clock::time_point until,
                           uint64_t* done) {
   while (*done < len) {
-    if (std::chrono::steady_clock::now() > until) return false;
+    if (util::own_now() > until) return false;
     size_t n = static_cast<size_t>(std::min<uint64_t>(len - *done, kChunk));
     if (!pread_full(fd, image_ + off + *done, n, off + *done)) return false;  // shrank meanwhile
     *done += n;
@@ -580,7 +581,7 @@ bool ElfImage::load_dwarf(std::chrono::steady_clock::time_point until) {
   while (d.range < d.ranges.size()) {
     const auto& [off, len] = d.ranges[d.range];
     if (!copy_range(fd->get(), off, len, until, &d.done)) {
-      if (d.done < len && std::chrono::steady_clock::now() <= until) dwarf_ = Dwarf::Refused;  // unreadable
+      if (d.done < len && util::own_now() <= until) dwarf_ = Dwarf::Refused;  // unreadable
       return false;
     }
     ++d.range;

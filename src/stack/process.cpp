@@ -21,6 +21,7 @@
 #include "stack/resolver.h"
 #include "util/log.h"
 #include "util/safe_open.h"
+#include "util/own_clock.h"
 
 namespace jankbpf::stack {
 
@@ -122,7 +123,7 @@ const Process::Mapped& Process::mapped(const MapEntry& m) {
 
   // prepare() out of time: nothing more is opened now (a sample of this
   // mapping opens it later, in its own job).
-  if (std::chrono::steady_clock::now() > deadline_) {
+  if (util::own_now() > deadline_) {
     static const Mapped kNotNow;
     return kNotNow;
   }

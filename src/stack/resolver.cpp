@@ -9,6 +9,7 @@
 
 #include "stack/process.h"
 #include "util/log.h"
+#include "util/own_clock.h"
 
 namespace jankbpf::stack {
 namespace {
@@ -122,7 +123,7 @@ void Resolver::prepare(pid_t pid, Arch arch, std::string early_maps) {
   if (jit) p->hold_perf_map();
   // Opening a process's files is the costly part: bounded in time (what is
   // not opened by then is opened when a sample needs it).
-  p->set_deadline(std::chrono::steady_clock::now() + opts_.budgets.parse_time);
+  p->set_deadline(util::own_now() + opts_.budgets.parse_time);
   for (const MapEntry& m : p->maps().entries())
     if (m.x && (m.file_backed() || m.is_vdso())) p->mapped(m);
   p->set_deadline(std::chrono::steady_clock::time_point::max());
@@ -273,7 +274,7 @@ const ProcMaps* Resolver::known_maps(pid_t pid) const {
 
 std::vector<Frame> Resolver::symbolize_user(pid_t pid, Arch arch, std::span<const uint64_t> pcs) {
   std::vector<Frame> out;
-  const auto dwarf_until = std::chrono::steady_clock::now() + opts_.budgets.dwarf_slice;
+  const auto dwarf_until = util::own_now() + opts_.budgets.dwarf_slice;
   Process* p = process(pid, arch);
   // A PC outside the known mappings may be in a library mapped since.
   bool unknown = !p->has_maps();
@@ -329,7 +330,7 @@ ResolvedStack Resolver::resolve(const SampleInput& in) {
     return fail(UnwindStop::NoProcess, "cannot read /proc/" + std::to_string(in.pid) + "/maps");
   }
   // DWARF still to copy gets a slice of this sample's time, not more.
-  const auto dwarf_until = std::chrono::steady_clock::now() + opts_.budgets.dwarf_slice;
+  const auto dwarf_until = util::own_now() + opts_.budgets.dwarf_slice;
   for (const auto& up : u.pcs)
     append_user_frames(*p, opts_, up.pc, up.activation, out.frames, out.budgets, dwarf_until);
   out.stop = u.stop;

@@ -5,15 +5,18 @@
 // and a perf map parsed as a stream within its entry and byte limits. The
 // end-to-end attacks are in tests/e2e/test_budgets.py.
 #include <elf.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "elf/build_id.h"
@@ -21,6 +24,7 @@
 #include "stack/module.h"
 #include "stack/perf_map.h"
 #include "util/budget.h"
+#include "util/own_clock.h"
 
 using namespace jankbpf;
 using namespace jankbpf::stack;
@@ -275,4 +279,51 @@ TEST_CASE("a perf map is parsed as a stream, within its entries and bytes", "[bu
   CHECK(split.lookup(0x10)->name == "named");
   CHECK(split.lookup(0x30)->name == "after");
   CHECK(split.bad_lines() == 1);
+}
+
+// ---- own time: budgets of jankbpf's own work do not count the host's load ----
+
+TEST_CASE("schedstat's run delay is its second field; anything else is refused", "[budgets][own-time]") {
+  uint64_t v = 0;
+  const std::string ok = "2163073 1043019 2\n";
+  CHECK(jankbpf::util::parse_run_delay(ok.data(), ok.size(), &v));
+  CHECK(v == 1043019);
+  for (std::string bad : {"", "12", "12 ", "x 1 2", "1 -2 3", "1 99999999999999999999999 2"})
+    CHECK_FALSE(jankbpf::util::parse_run_delay(bad.data(), bad.size(), &v));
+}
+
+TEST_CASE("own time counts sleep and work, not the time another thread held the CPU", "[budgets][own-time]") {
+  using clock = std::chrono::steady_clock;
+  // Alone: a sleep is the thread's own time (a slow filesystem is its cost).
+  auto w0 = clock::now();
+  auto o0 = jankbpf::util::own_now();
+  usleep(100'000);
+  const double slept = std::chrono::duration<double>(jankbpf::util::own_now() - o0).count();
+  CHECK(slept >= 0.09);
+  CHECK(slept <= std::chrono::duration<double>(clock::now() - w0).count() + 0.001);
+  // Sharing one CPU with a spinner: about half the wall time is its own.
+  cpu_set_t one, old;
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  REQUIRE(sched_getaffinity(0, sizeof old, &old) == 0);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  std::atomic<bool> stop{false};
+  std::thread hog([&] {
+    sched_setaffinity(0, sizeof one, &one);
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  usleep(20'000);
+  w0 = clock::now();
+  o0 = jankbpf::util::own_now();
+  while (clock::now() - w0 < std::chrono::milliseconds(400)) {
+  }
+  const double wall = std::chrono::duration<double>(clock::now() - w0).count();
+  const double own = std::chrono::duration<double>(jankbpf::util::own_now() - o0).count();
+  stop = true;
+  hog.join();
+  sched_setaffinity(0, sizeof old, &old);
+  INFO("wall " << wall << " s, own " << own << " s");
+  CHECK(own < 0.8 * wall);
+  CHECK(own > 0.2 * wall);
 }
