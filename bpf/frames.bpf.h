@@ -299,7 +299,7 @@ static __noinline void frame_offcpu(__u32 tid, struct jb_thread *t, __u64 open_n
 	e = stash_of(bpf_get_current_task_btf(), tid, false);
 	if (!e || e->seq != t->seq || e->hdr.time_ns < open_ns)
 		return;
-	if (offcpu_token(t->pid, bpf_ktime_get_ns()))
+	if (offcpu_token(t->pid, t->uid, bpf_ktime_get_ns()))
 		send_offcpu(t, e);
 	else
 		t->stash_seq = 0;

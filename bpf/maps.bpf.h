@@ -165,6 +165,14 @@ struct {
 	__type(value, __u64);
 } offcpu_bucket SEC(".maps");
 
+/* --offcpu-rate for a uid's processes together (stacks.bpf.h). LRU too. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct jb_record_bucket);
+} offcpu_uid_bucket SEC(".maps");
+
 /* --record-rate and --record-rate-uid: the buckets (include/jankbpf/rate.h),
  * by tgid and by uid. LRU: one pushed out starts again full. */
 struct {

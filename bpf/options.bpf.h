@@ -43,6 +43,8 @@ const volatile __u64 sample_window_ns = 2000 * 1000000ull;
 const volatile bool offcpu_enabled = false;
 /* --offcpu-rate: off-CPU captures a second per process (0: no limit). */
 const volatile __u32 offcpu_rate = 100;
+/* The same rate for a uid's processes together, its bucket holding this many. */
+const volatile __u32 offcpu_burst_uid = 60;
 /* --record-rate, --record-rate-uid: long tasks reported a second per
  * process and per uid (0: no limit), each bucket holding `*_burst` tasks. */
 const volatile __u32 record_rate = 0;

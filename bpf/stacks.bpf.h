@@ -32,11 +32,14 @@ static __always_inline struct jb_offcpu_event *stash_of(struct task_struct *task
 }
 
 /*
- * --offcpu-rate: whether the process may send one more capture now (takes
- * the token). A refusal is counted; so is losing a race for the bucket to
- * another CPU, which errs on the side of fewer captures.
+ * --offcpu-rate: whether the process, then its uid, may send one more
+ * capture now (takes the tokens). The uid's bucket holds a quarter of the
+ * captures ring (offcpu_burst_uid): 400 processes of one uid sleeping at
+ * once would otherwise fill the ring every uid shares (CI on 6f54552: 118
+ * lost). A refusal is counted; so is losing a race for a bucket to another
+ * CPU, which errs on the side of fewer captures.
  */
-static __noinline bool offcpu_token(__u32 tgid, __u64 now)
+static __noinline bool offcpu_token(__u32 tgid, __u32 uid, __u64 now)
 {
 	__u64 *full_at, zero = 0, old, next;
 
@@ -50,7 +53,8 @@ static __noinline bool offcpu_token(__u32 tgid, __u64 now)
 	if (full_at) {
 		old = *full_at;
 		next = jb_rate_take(old, now, offcpu_rate);
-		if (next && __sync_val_compare_and_swap(full_at, old, next) == old)
+		if (next && __sync_val_compare_and_swap(full_at, old, next) == old &&
+		    bucket_take(&offcpu_uid_bucket, uid, offcpu_rate, offcpu_burst_uid, now, false))
 			return true;
 	}
 	stat_inc(JB_STAT_OFFCPU_RATE);
@@ -83,7 +87,7 @@ static __noinline void flush_stash(struct task_struct *task, __u32 tid, struct j
 	e = stash_of(task, tid, false);
 	if (!e || e->seq != t->seq)
 		return;
-	if (offcpu_token(t->pid, bpf_ktime_get_ns()))
+	if (offcpu_token(t->pid, t->uid, bpf_ktime_get_ns()))
 		send_offcpu(t, e);
 	else
 		t->stash_seq = 0;  /* refused once: the next tick must not retry */
@@ -121,7 +125,7 @@ static __noinline void capture_offcpu(void *ctx, struct task_struct *prev, __u32
 		return;
 	/* Over its rate, a long task's capture would go nowhere: skip the copy
 	 * (and forget an older one stashed for this task: it is stale now). */
-	if (t->early && !offcpu_token(t->pid, now)) {
+	if (t->early && !offcpu_token(t->pid, t->uid, now)) {
 		t->stash_seq = 0;
 		return;
 	}

@@ -371,6 +371,10 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   offcpu_ = plan.offcpu;
   ro->offcpu_enabled = offcpu_;
   ro->offcpu_rate = cfg.offcpu_rate;
+  // A uid's captures at once: a quarter of the captures ring, so that one
+  // uid's processes all sleeping together cannot fill what every uid shares.
+  ro->offcpu_burst_uid = static_cast<uint32_t>(
+      std::max<uint64_t>(1, bpf_map__max_entries(skel_->maps.captures) / sizeof(jb_offcpu_event) / 4));
   ro->record_rate = cfg.record_rate;
   ro->record_burst = cfg.record_rate;  // a second's worth
   ro->record_rate_uid = cfg.record_rate_uid;
@@ -418,6 +422,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
   bpf_map__set_max_entries(skel_->maps.offcpu_stash_tid, plan.offcpu && !plan.state_in_task ? 256 : 1);
   // One token bucket per process capturing now (LRU: an old one just goes).
   bpf_map__set_max_entries(skel_->maps.offcpu_bucket, plan.offcpu && cfg.offcpu_rate ? 4096 : 1);
+  bpf_map__set_max_entries(skel_->maps.offcpu_uid_bucket, plan.offcpu && cfg.offcpu_rate ? 1024 : 1);
   const bool record_limits = cfg.record_rate || cfg.record_rate_uid;
   bpf_map__set_max_entries(skel_->maps.record_bucket, record_limits ? 8192 : 1);
   bpf_map__set_max_entries(skel_->maps.uid_bucket, record_limits ? 1024 : 1);

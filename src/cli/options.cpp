@@ -147,7 +147,7 @@ ParseOutcome parse_options(int argc, char** argv) {
       ->check(CLI::Range(1u, 1000u))
       ->type_name("MS");
   app.add_option("--offcpu-rate", o.offcpu_rate,
-                 "Off-CPU stack captures per second per process, 0..100000, 0: no limit (default 100)")
+                 "Off-CPU stack captures per second per process, and per uid for its processes together, 0..100000, 0: no limit (default 100)")
       ->check(CLI::Range(0u, uint32_t{JB_RATE_MAX}))
       ->type_name("N");
   app.add_option("--record-rate", o.record_rate,
