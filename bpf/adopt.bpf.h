@@ -126,6 +126,11 @@ static __noinline void adopted_switch_in(__u32 tid, struct jb_thread *t, struct 
  * A provisional thread goes to sleep: still inside the adopted wait (the
  * switch-in was a wakeup the wait slept through again), its task is
  * undone; anywhere else, it has left that wait for good. prev is current.
+ * Only an interruptible sleep can be the wait's own: an uninterruptible
+ * one inside the same call is its return path's work after the wakeup (a
+ * page fault copying the events out, a mutex), part of the task, and the
+ * thread stays provisional until it sleeps again (CI on 91476e6: a first
+ * task 12 ms short, undone at such a sleep and begun again at its end).
  */
 static __noinline void adopted_sleeps(__u32 tid, struct jb_thread *t)
 {
@@ -133,6 +138,8 @@ static __noinline void adopted_sleeps(__u32 tid, struct jb_thread *t)
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	__u64 nr, restart;
 
+	if (t->state == JB_ST_BLOCKED)
+		return;
 	t->provisional = 0;
 	if (!regs)
 		return;
