@@ -88,9 +88,9 @@ struct LazyPages::State {
     }
     buf.resize(kFillPages * page());
     uffd = fd;  // before the thread reads it
-    // The thread takes no signals: it starts while ELF files are first read
-    // (markers are planned before the monitor blocks SIGCHLD), and a thread
-    // that left SIGCHLD unblocked would swallow the command's exit.
+    // The thread takes no signals: it starts whenever an ELF file is first
+    // read, perhaps before its caller blocked SIGCHLD, and a thread that
+    // left SIGCHLD unblocked would swallow a watched command's exit.
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);

@@ -163,6 +163,16 @@ def innocent(n=6, name="innocent"):
     return Target.start(f"spin:250x{n}", start_delay=4, gap_ms=1000, name=name)
 
 
+def innocent_watched_by_comm(tasks, env=None):
+    """An innocent named as the attackers, all watched by --comm until its
+    `tasks` long tasks are done: (the stopped jankbpf, the innocent)."""
+    with innocent(tasks, name="hostile_budget") as target:
+        jb = start_jankbpf("--comm", "hostile_budget", env=env)
+        target.wait_done(timeout=60)
+        jb.stop(signal.SIGTERM)
+    return jb, target
+
+
 def test_sparse_elf_files_cost_their_headers_not_their_size(tmp_path):
     """Two sparse 1 GiB ELF files mapped executable, their section headers
     claiming a .symtab and DWARF in the holes. Before: 2,165 MiB of memfd
@@ -226,10 +236,7 @@ def test_one_uids_slow_files_do_not_hold_up_another_uids_records(tmp_path):
     try:
         for _ in range(n):
             atk.wait_ready()
-        with innocent(8, name="hostile_budget") as target:
-            jb = start_jankbpf("--comm", "hostile_budget", env={"JANKBPF_TEST_SLOW_OPEN_MS": "400"})
-            target.wait_done(timeout=60)
-            jb.stop(signal.SIGTERM)
+        jb, target = innocent_watched_by_comm(8, env={"JANKBPF_TEST_SLOW_OPEN_MS": "400"})
         s = jb.summary()
         slow = [r for r in jb.of_type("jank") if r["uid"] == 65534]
         worst = check_innocent(jb, target, 100, 8)
@@ -499,10 +506,7 @@ def test_one_uids_sleepers_cannot_fill_the_captures_ring(tmp_path):
     atk = Attacker(HOSTILE, "--sleep", "110", "--gap", "10", "--seconds", "40", "sleepy", "400")
     try:
         atk.wait_ready()
-        with innocent(6, name="hostile_budget") as target:
-            jb = start_jankbpf("--comm", "hostile_budget", env={"JANKBPF_TEST_READER_PAUSE_MS": "3000"})
-            target.wait_done(timeout=60)
-            jb.stop(signal.SIGTERM)
+        jb, target = innocent_watched_by_comm(6, env={"JANKBPF_TEST_READER_PAUSE_MS": "3000"})
         s = jb.summary()
         print(f"400 sleepers, reader paused 3 s: offcpu_ring_full {s['offcpu_ring_full']}, "
               f"offcpu_rate_limited {s['offcpu_rate_limited']}, lost_events {s['lost_events']}")
