@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -95,8 +96,10 @@ class Monitor {
   void frames_tick(bool final);
   void frames_summary(SummaryRecord& s);
   // Causes: the interrupt text for the BPF side, read from kallsyms on a
-  // thread of its own after the start (40+ ms: not on the start's path).
-  void start_irq_text();
+  // thread of its own beside the load (40+ ms: not on the start's path),
+  // given the detector once attached (null: the start failed).
+  void begin_irq_text();
+  void give_irq_text(Detector* d);
   void stop_irq_text();
 
   Options opts_;
@@ -113,6 +116,8 @@ class Monitor {
   cause::EvidenceStore causes_;  // JB_EV_CAUSE / JB_EV_SUBJECT until their task's record
   cause::ProcIdentities live_ids_;  // their prefetch, on this thread
   std::thread irq_text_;
+  std::promise<Detector*> irq_detector_;
+  bool irq_text_given_ = false;
   std::unique_ptr<Detector> detector_;
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<TraceKeeper> traces_;
