@@ -67,12 +67,20 @@ static __always_inline __u32 uid_burst_now(void)
 	return b;
 }
 
-/* The process's token, then its uid's: JB_RATE_TAKEN or JB_RATE_REFUSED. */
+/*
+ * The process's token, then its uid's: JB_RATE_TAKEN or JB_RATE_REFUSED.
+ * The uid's is looked at first, so a process's token is not spent on a
+ * task its uid refuses (only a race for the uid's last token still can).
+ */
 static __noinline __u32 record_token(__u32 tgid, __u32 uid, __u64 now, bool peek)
 {
+	__u32 uid_burst = uid_burst_now();
+
+	if (!bucket_take(&uid_bucket, uid, record_rate_uid, uid_burst, now, true))
+		return JB_RATE_REFUSED;
 	if (!bucket_take(&record_bucket, tgid, record_rate, record_burst, now, peek))
 		return JB_RATE_REFUSED;
-	if (!bucket_take(&uid_bucket, uid, record_rate_uid, uid_burst_now(), now, peek))
+	if (!peek && !bucket_take(&uid_bucket, uid, record_rate_uid, uid_burst, now, false))
 		return JB_RATE_REFUSED;
 	return peek ? JB_RATE_UNDECIDED : JB_RATE_TAKEN;
 }

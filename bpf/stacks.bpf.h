@@ -50,7 +50,9 @@ static __noinline bool offcpu_token(__u32 tgid, __u32 uid, __u64 now)
 		bpf_map_update_elem(&offcpu_bucket, &tgid, &zero, BPF_NOEXIST);
 		full_at = bpf_map_lookup_elem(&offcpu_bucket, &tgid);
 	}
-	if (full_at) {
+	/* The uid's bucket looked at first: a process's token is not spent on
+	 * a capture its uid refuses. */
+	if (full_at && bucket_take(&offcpu_uid_bucket, uid, offcpu_rate, offcpu_burst_uid, now, true)) {
 		old = *full_at;
 		next = jb_rate_take(old, now, offcpu_rate);
 		if (next && __sync_val_compare_and_swap(full_at, old, next) == old &&
