@@ -57,7 +57,9 @@
  *     sleep, fsync, fault: the time asleep in the step (its wall time less the CPU time
  *     and the run-queue delay its schedstat gained: the queueing after a
  *     wakeup is not the cause's); hog: the run_delay gained; quota: the
- *     cgroup's throttled time gained
+ *     cgroup's throttled time gained, and hold_ns the run_delay gained (a
+ *     throttled thread stays queued on its cfs_rq: its throttled time and
+ *     any other queueing)
  *   every line adds "fsync_ns": fsync, the time asleep in the fsync() call
  *   alone (0 for other steps); fsync and fault lines add "file" (its path)
  *   and "resident" (fault: the
@@ -539,12 +541,15 @@ static uint64_t throttled_ns(void)
 static uint64_t quota_from;
 static int quota_step = -1;
 
-static NOINLINE uint64_t do_quota(unsigned ms)
+static NOINLINE uint64_t do_quota(unsigned ms, uint64_t *queued)
 {
+	uint64_t d0 = run_delay_ns();
 	uint64_t t0 = throttled_ns();
 	quota_from = t0;
 	spin_until(now_ns() + ms * 1000000ull);
-	return throttled_ns() - t0;
+	uint64_t t1 = throttled_ns();
+	*queued = run_delay_ns() - d0;
+	return t1 - t0;
 }
 
 static void quota_to_end(void)
@@ -812,7 +817,7 @@ int main(int argc, char **argv)
 	cpu_set_t one;
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);
-	int need_hog = 0, need_peer = 0, need_chain = 0;
+	int need_hog = 0, need_peer = 0, need_chain = 0, need_quota = 0;
 	unsigned fault_mb = 0, mmap_k = 0;
 	for (int i = first; i < argc; i++) {
 		unsigned mb, k;
@@ -823,8 +828,20 @@ int main(int argc, char **argv)
 		need_hog |= strncmp(argv[i], "hog:", 4) == 0;
 		need_peer |= strncmp(argv[i], "peer:", 5) == 0;
 		need_chain |= strncmp(argv[i], "chain:", 6) == 0;
+		need_quota |= strncmp(argv[i], "quota:", 6) == 0;
 	}
 	find_cpu_stat();
+	/* The truth of a quota step is the group's count, which sums every
+	 * CPU's cfs_rq of the group: a thread that moved between CPUs can leave
+	 * an emptied cfs_rq that is throttled too (6.1 counts those), a wait of
+	 * no thread's. On one CPU the group's count is this thread's. */
+	if (need_quota) {
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(sched_getcpu(), &one);
+		if (sched_setaffinity(0, sizeof one, &one))
+			die("sched_setaffinity");
+	}
 	if (fault_mb)
 		make_fault_file(fault_mb);
 
@@ -905,7 +922,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(kind, "sleep"))
 			wait = nap_here(ms);
 		else if (!strcmp(kind, "quota")) {
-			wait = do_quota(ms);
+			wait = do_quota(ms, &hold);
 			quota_step = k;
 		}
 		else if (!strcmp(kind, "spin"))

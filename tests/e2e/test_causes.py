@@ -223,9 +223,15 @@ def test_throttled_names_the_cgroup_and_quota(quota_cgroup):
         j = jank_of(janks, task)
         assert_sums(j)
         c = top(j, "throttled")
-        # To the task's end: a throttle during the step's last read of
-        # cpu.stat is in the task but after the step's own count.
-        assert within_10pct(c["ms"], task["throttled_to_end_ns"]), (c["ms"], task)
+        # Bracketed as in the kernel lane (tests/kernels/test_lane.py):
+        # below, the group's cpu.stat count over the step (the target keeps
+        # to one CPU, so it is this thread's cfs_rq's; a throttle still on
+        # at the step's last read is missing); above, the thread's run-queue
+        # delay over the step (a throttled thread stays queued) plus the
+        # task's time outside the step.
+        low, queued = task["wait_ns"] / 1e6, task["hold_ns"] / 1e6
+        outside = j["duration_ms"] - (task["end_ns"] - task["begin_ns"]) / 1e6
+        assert 0.9 * low <= c["ms"] <= queued + max(outside, 0) + 0.02 * queued, (c["ms"], task)
         assert c["cgroup"] == rel and c["cgroup_fs"].startswith(fs.split()[0]), c
         assert c["quota"] == "20000/100000", c
         assert f"cgroup {rel}" in j["why"], j["why"]

@@ -126,6 +126,10 @@ def hooks_wanted(run):
     return "tracepoint"
 
 
+# jankbpf's default trace bound (--trace-threshold); no scenario sets one.
+TRACE_MS = 450
+
+
 def brief(r):
     keep = ("type", "pid", "duration_ms", "state_ms", "seen_running", "samples", "task_seq",
             "external_log", "suppressed", "off_cpu", "boundary", "runnable_name", "marker")
@@ -362,12 +366,26 @@ def test_blocked_task_has_off_cpu_capture_with_waker(boot, scenario):
 
 @pytest.mark.parametrize("scenario", MAIN)
 def test_trace_capture_past_450ms(boot, scenario):
+    """One trace a day per app (the seed's rule): stack_loop's first task
+    past 450 ms by jankbpf's clock has it. That is the 3.5 s task, unless
+    a 400 ms one stretched past 450 ms (TCG on a loaded host): then that
+    task has it and the 3.5 s one says trace_quota."""
     run = Run(boot, scenario)
     ((begin, end),) = [(b, e) for k, b, e in stack_loop_tasks(run, "stack_loop") if k == "deep:3500"]
     j = jank_at(run, begin, end, "/stack_loop")
     assert j is not None, "no jank for the 3.5 s task" + run.diag()
+    mine = sorted((r for r in run.of("jank", j["pid"]) if r["duration_ms"] >= TRACE_MS),
+                  key=lambda r: r["begin_monotonic_ns"])
+    first = mine[0]
+    if first["task_seq"] != j["task_seq"]:
+        assert "trace_quota" in j.get("suppressed", ""), \
+            f"the 3.5 s task after a traced one: {brief(j)}; the first past {TRACE_MS} ms: {brief(first)}"
+    traced = [r for r in mine if any("/trace-" in p for p in r.get("external_log", []))]
+    assert [r["task_seq"] for r in traced] == [first["task_seq"]], f"traced: {[brief(r) for r in traced]}; past {TRACE_MS} ms: " \
+        f"{[brief(r) for r in mine]}" + run.diag()
+    j = first
     traces = [p.rsplit("/", 1)[-1] for p in j.get("external_log", []) if "/trace-" in p]
-    assert len(traces) == 1, f"external_log of the 3.5 s task: {brief(j)}" + run.diag()
+    assert len(traces) == 1, f"external_log of the traced task: {brief(j)}" + run.diag()
     sec = f"{scenario}/trace/{traces[0]}"
     assert sec in boot.sections, f"{traces[0]} is not in the log directory"
     body, rc = boot.sections[sec]
@@ -728,14 +746,19 @@ def test_causes_name_the_cgroup2_quota(boot, scenario):
     j = cause_jank(run, ready, task)
     c = top_cause(j, "throttled")
     assert (c["cgroup"], c["cgroup_fs"], c["quota"]) == ("/lane-quota", "cgroup2", "20000/100000"), c
-    # The cfs_rq's own throttled count (README, Why): within 10 % on both
-    # arches (the group's count, used before, let arm64 overstate by 80 ms)
-    # of the group's throttled time from the step's start to its task's end
-    # (read by the next task: a throttle during the step's own last read of
-    # cpu.stat, after its spin, is in the task; arm64 under TCG showed one
-    # of 56 ms outside the step's window).
-    truth = task["throttled_to_end_ns"] / 1e6
-    assert abs(c["ms"] - truth) <= 0.1 * truth, (c["ms"], truth)
+    # The cfs_rq's own throttled count (README, Why), bracketed by what the
+    # app can read (cause_target keeps to one CPU, so no other cfs_rq of the
+    # group has a thread): below, the group's cpu.stat count over the step
+    # (wait_ns), which grows at each unthrottle, so a throttle still on at
+    # its last read is missing (and arm64 under TCG was seen to miss one
+    # wholly: 389.6 ms in 5 against 6 stretches of 460 ms, the task 608 ms
+    # of which 134 running); above, the thread's run-queue delay over the
+    # step (hold_ns: a throttled thread stays queued on its cfs_rq) plus the
+    # task's time outside the step.
+    low, queued = task["wait_ns"] / 1e6, task["hold_ns"] / 1e6
+    outside = j["duration_ms"] - (task["end_ns"] - task["begin_ns"]) / 1e6
+    assert 0.9 * low <= c["ms"] <= queued + max(outside, 0) + 0.02 * queued, \
+        (c["ms"], low, queued, outside, task.get("throttled_to_end_ns"))
 
 
 @pytest.mark.parametrize("scenario", CAUSES)
