@@ -59,7 +59,8 @@
  *     wakeup is not the cause's); hog: the run_delay gained; quota: the
  *     cgroup's throttled time gained, and hold_ns the run_delay gained (a
  *     throttled thread stays queued on its cfs_rq: its throttled time and
- *     any other queueing)
+ *     any other queueing); fault: hold_ns is what the step's measure
+ *     counted as not asleep (CPU time and run-queue delay)
  *   every line adds "fsync_ns": fsync, the time asleep in the fsync() call
  *   alone (0 for other steps); fsync and fault lines add "file" (its path)
  *   and "resident" (fault: the
@@ -662,7 +663,7 @@ static NOINLINE uint64_t touch_pages(volatile const char *p, size_t bytes)
 	return sum;
 }
 
-static NOINLINE uint64_t do_fault(void)
+static NOINLINE uint64_t do_fault(uint64_t *busy)
 {
 	/* In the task, not before it: the last task's mapping stays until its
 	 * record is made (jankbpf names the file through it). */
@@ -677,7 +678,9 @@ static NOINLINE uint64_t do_fault(void)
 	step_resident = resident_pages(fault_map, fault_bytes);
 	snprintf(step_file, sizeof step_file, "%s", fault_path);
 	touch_pages(fault_map, fault_bytes);
-	return asleep_ns(a, snap());
+	struct sched_snap b = snap();
+	*busy = (b.run - a.run) + (b.delay - a.delay);
+	return asleep_ns(a, b);
 }
 
 /* ---- mmaplock: another thread holds mmap_lock for write ------------------- */
@@ -934,7 +937,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(kind, "fsync"))
 			wait = do_fsync(ms);
 		else if (!strcmp(kind, "fault"))
-			wait = do_fault();
+			wait = do_fault(&hold);
 		else if (!strcmp(kind, "mmaplock"))
 			wait = do_mmaplock(&hold, begin);
 		else if (!strcmp(kind, "reclaim"))
