@@ -1,7 +1,5 @@
 #include "app/monitor.h"
 
-#include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -20,7 +18,6 @@
 
 #include "arch/regs.h"
 #include "bpf/test_seams.h"
-#include "cause/irq_text.h"
 #include "stack/maps.h"
 #include "jankbpf/events.h"
 #include "util/lazy_pages.h"
@@ -84,47 +81,7 @@ Monitor::Monitor(Options opts, std::unique_ptr<JsonLinesOutput> out)
 // thread must not outlive the keeper it writes.
 Monitor::~Monitor() {
   if (trace_setup_.joinable()) trace_setup_.join();
-  stop_irq_text();
-}
-
-// kallsyms is read and parsed beside the BPF load, at SCHED_IDLE: under
-// emulation it is a second of system time, and run after the attach it
-// took the CPU from the first tasks watched (the arm64 lane saw a first
-// task queued half its length, and unsampled). The map is filled once the
-// detector is attached (give_irq_text).
-void Monitor::begin_irq_text() {
-  if (!detector_config(opts_).causes) return;
-  irq_text_ = std::thread([this] {
-    const sched_param idle{};
-    sched_setscheduler(0, SCHED_IDLE, &idle);  // this thread only; failure leaves it as it was
-    std::string text, error;
-    const bool read = stack::read_small_file("/proc/kallsyms", text, 64u << 20);
-    auto chunks = read ? cause::irq_text_chunks(text, 4096) : decltype(cause::irq_text_chunks(text, 0)){};
-    text = std::string();
-    Detector* d = irq_detector_.get_future().get();  // null: the start failed
-    if (!d || !d->causes_enabled()) return;
-    if (!read) {
-      log::warn("causes: /proc/kallsyms unreadable: wakeups from interrupts are told only on idle CPUs");
-      return;
-    }
-    if (!d->set_irq_text(chunks, &error)) log::warn("causes: %s", error.c_str());
-    log::debug("causes: %zu chunks of interrupt text", chunks.size());
-  });
-}
-
-void Monitor::give_irq_text(Detector* d) {
-  if (irq_text_given_) return;
-  irq_text_given_ = true;
-  irq_detector_.set_value(d);
-}
-
-void Monitor::stop_irq_text() {
-  give_irq_text(nullptr);  // a start that failed never handed it the detector
-  if (!irq_text_.joinable()) return;
-  // Not idle any more: on a busy machine an idle thread would hold up the stop.
-  const sched_param normal{};
-  pthread_setschedparam(irq_text_.native_handle(), SCHED_OTHER, &normal);
-  irq_text_.join();
+  irq_text_.cancel();
 }
 
 int Monitor::run() {
@@ -170,9 +127,9 @@ int Monitor::run() {
   //    otherwise hold up the start. No task can pass the trace bound before
   //    it is ready (a task is seen from its begin, after the attach).
   begin_traces();
-  begin_irq_text();
+  if (detector_config(opts_).causes) irq_text_.begin();
   if (!(start_detector() && start_stacks() && start_frames())) {
-    stop_irq_text();
+    irq_text_.cancel();
     await_traces();
     launcher_.abandon();
     reporter_->finish();
@@ -180,7 +137,7 @@ int Monitor::run() {
   }
   features_.warn_missing();
   announce_attached();
-  give_irq_text(detector_.get());
+  irq_text_.attach(detector_.get());
   // 5. Release the command now that its first task will be seen.
   if (launcher_.pid() > 0) {
     detector_->add_target(launcher_.pid());
@@ -250,7 +207,7 @@ int Monitor::run() {
                reporter_->busy_with().c_str(), static_cast<long long>(budget.count()));
     emit_summary();
     traces_.reset();
-    stop_irq_text();
+    irq_text_.cancel();
     detector_.reset();
     log::status("detached");
     std::_Exit(command_status_ ? *command_status_ : kExitOk);
@@ -258,7 +215,7 @@ int Monitor::run() {
   emit_summary();
   metrics_server_.reset();
   traces_.reset();  // removes the ftrace instance
-  stop_irq_text();
+  irq_text_.cancel();
   detector_.reset();
   log::status("detached");
   if (command_status_) return *command_status_;

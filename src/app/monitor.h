@@ -5,7 +5,6 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +15,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "app/irq_text_loader.h"
 #include "app/jvm_targets.h"
 #include "app/launcher.h"
 #include "app/record_builder.h"
@@ -95,12 +95,6 @@ class Monitor {
   void on_frames_epoll(uint64_t tag);
   void frames_tick(bool final);
   void frames_summary(SummaryRecord& s);
-  // Causes: the interrupt text for the BPF side, read from kallsyms on a
-  // thread of its own beside the load (40+ ms: not on the start's path),
-  // given the detector once attached (null: the start failed).
-  void begin_irq_text();
-  void give_irq_text(Detector* d);
-  void stop_irq_text();
 
   Options opts_;
   FeatureSet features_;  // what this kernel gave us; missing ones go in the summary
@@ -115,9 +109,7 @@ class Monitor {
   RecordBuilder builder_{clock_, markers_};
   cause::EvidenceStore causes_;  // JB_EV_CAUSE / JB_EV_SUBJECT until their task's record
   cause::ProcIdentities live_ids_;  // their prefetch, on this thread
-  std::thread irq_text_;
-  std::promise<Detector*> irq_detector_;
-  bool irq_text_given_ = false;
+  IrqTextLoader irq_text_;  // causes: kallsyms' interrupt text, beside the load
   std::unique_ptr<Detector> detector_;
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<TraceKeeper> traces_;

@@ -618,10 +618,15 @@ int Detector::sample_prog_fd() const {
   return stacks_ ? bpf_program__fd(skel_->progs.jb_sample) : -1;
 }
 
-bool Detector::set_irq_text(const std::vector<std::pair<uint64_t, uint32_t>>& chunks, std::string* error) {
+bool Detector::set_irq_text(const std::vector<std::pair<uint64_t, uint32_t>>& chunks, std::string* error,
+                            const std::atomic<bool>* stop) {
   if (!causes_) return true;
   uint32_t n = 0;
   for (const auto& [chunk, mask] : chunks) {
+    if (stop && stop->load(std::memory_order_relaxed)) {
+      *error = "irq_text: stopped";
+      return false;  // irq_text_nr stays 0: the BPF side never reads a part-filled map
+    }
     if (bpf_map__update_elem(skel_->maps.irq_text, &chunk, sizeof chunk, &mask, sizeof mask, BPF_ANY)) {
       *error = std::string("irq_text: ") + strerror(errno);
       break;

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -174,7 +175,9 @@ class Detector {
   // Causes: the kernel text of interrupt and timer code, as (pc >> 8,
   // granule mask) chunks (cause/irq_text.h); wakers whose stacks pass
   // through it are interrupts from then on. Any thread.
-  bool set_irq_text(const std::vector<std::pair<uint64_t, uint32_t>>& chunks, std::string* error);
+  // Stops early (false) once *stop is set.
+  bool set_irq_text(const std::vector<std::pair<uint64_t, uint32_t>>& chunks, std::string* error,
+                    const std::atomic<bool>* stop = nullptr);
   int programs_attached() const { return attached_; }
 
  private:

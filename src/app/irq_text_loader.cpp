@@ -1,0 +1,66 @@
+#include "app/irq_text_loader.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+
+#include "bpf/detector.h"
+#include "cause/irq_text.h"
+#include "stack/maps.h"
+#include "util/log.h"
+
+namespace jankbpf {
+
+void IrqTextLoader::begin() {
+  if (job_) return;
+  job_ = std::make_shared<Job>();
+  std::thread([job = job_] {
+    // This thread only; lowering its own priority needs no privilege, and
+    // the unit's system-call filter allows setpriority (not sched_setscheduler).
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+    std::string text;
+    const bool read = stack::read_small_file("/proc/kallsyms", text, 64u << 20);
+    std::vector<std::pair<uint64_t, uint32_t>> chunks;
+    if (read && !job->cancelled) chunks = cause::irq_text_chunks(text, 4096);
+    text = std::string();
+    std::unique_lock lk(job->mu);
+    job->cv.wait(lk, [&] { return job->given || job->cancelled; });
+    if (job->cancelled || !job->detector || !job->detector->causes_enabled()) return;
+    if (!read) {
+      log::warn("causes: /proc/kallsyms unreadable: wakeups from interrupts are told only on idle CPUs");
+      return;
+    }
+    std::string error;
+    if (!job->detector->set_irq_text(chunks, &error, &job->cancelled)) {
+      if (!job->cancelled) log::warn("causes: %s", error.c_str());
+      return;
+    }
+    log::debug("causes: %zu chunks of interrupt text", chunks.size());
+  }).detach();
+}
+
+void IrqTextLoader::attach(Detector* detector) {
+  if (!job_) return;
+  {
+    std::lock_guard lk(job_->mu);
+    if (job_->given) return;
+    job_->detector = detector;
+    job_->given = true;
+  }
+  job_->cv.notify_all();
+}
+
+void IrqTextLoader::cancel() {
+  if (!job_) return;
+  job_->cancelled = true;  // a fill under way stops at its next map update
+  {
+    std::lock_guard lk(job_->mu);  // and is out of the detector once this is held
+    job_->detector = nullptr;
+  }
+  job_->cv.notify_all();
+  job_.reset();
+}
+
+}  // namespace jankbpf
