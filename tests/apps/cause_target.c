@@ -834,17 +834,6 @@ int main(int argc, char **argv)
 		need_quota |= strncmp(argv[i], "quota:", 6) == 0;
 	}
 	find_cpu_stat();
-	/* The truth of a quota step is the group's count, which sums every
-	 * CPU's cfs_rq of the group: a thread that moved between CPUs can leave
-	 * an emptied cfs_rq that is throttled too (6.1 counts those), a wait of
-	 * no thread's. On one CPU the group's count is this thread's. */
-	if (need_quota) {
-		cpu_set_t one;
-		CPU_ZERO(&one);
-		CPU_SET(sched_getcpu(), &one);
-		if (sched_setaffinity(0, sizeof one, &one))
-			die("sched_setaffinity");
-	}
 	if (fault_mb)
 		make_fault_file(fault_mb);
 
@@ -859,9 +848,13 @@ int main(int argc, char **argv)
 		chainb = start_child("chainb", 1);
 	if (need_hog)
 		hog = start_hog(cpu);
-	/* Only the loop is pinned, for the hog test (the hog shares its CPU);
-	 * after the forks, so that no other process inherits it. */
-	if (need_hog && sched_setaffinity(0, sizeof one, &one))
+	/* Only the loop is pinned, for the hog test (the hog shares its CPU)
+	 * and for the quota test (the truth of a quota step is the group's
+	 * count, which sums every CPU's cfs_rq of the group: a thread that moved
+	 * between CPUs can leave an emptied cfs_rq that is throttled too, 6.1
+	 * counts those, a wait of no thread's; on one CPU the group's count is
+	 * this thread's); after the forks, so that no other process inherits it. */
+	if ((need_hog || need_quota) && sched_setaffinity(0, sizeof one, &one))
 		die("sched_setaffinity");
 	while (!atomic_load(&holder_tid))
 		usleep(1000);
