@@ -193,11 +193,11 @@ int Monitor::run() {
   const bool finished = reporter_->finish(budget);
   if (ftrace_remover.joinable()) ftrace_remover.join();
   const uint64_t done_ns = monotonic_ns();
-  log::info("stop: trace %.0f ms, then side by side: detach %.0f ms (%zu links; %zu perf events: syscall tracepoints and uprobes, the last "
-            "gone after %.0f ms; the others after %.0f ms), ftrace instance removed in %.0f ms; "
-            "reporter %.0f ms after that; %.0f ms in all",
+  log::info("stop: trace %.0f ms, then side by side: detach %.0f ms (%zu links; %zu perf events closed here, the last "
+            "gone after %.0f ms; the others after %.0f ms; %zu perf events left for the kernel to close after the exit), "
+            "ftrace instance removed in %.0f ms; reporter %.0f ms after that; %.0f ms in all",
             (traces_ns - stop_ns) / 1e6, detach.total_ms, detach.links, detach.perf_tracepoints,
-            detach.perf_tracepoints_ms, detach.others_ms, ftrace_ms.load(), (done_ns - drained_ns) / 1e6,
+            detach.perf_tracepoints_ms, detach.others_ms, detach.kept, ftrace_ms.load(), (done_ns - drained_ns) / 1e6,
             (done_ns - stop_ns) / 1e6);
   if (!finished) {
     // A job is stuck (a read that never returns, a parser that never ends):

@@ -21,6 +21,7 @@
 #include "arch/arch.h"
 #include "bpf/hooks.h"
 #include "bpf/libbpf_log.h"
+#include "bpf/perf_keeper.h"
 #include "bpf/program_select.h"
 #include "bpf/test_seams.h"
 #include "cause/syscalls.h"
@@ -51,14 +52,23 @@ uint32_t tid_bit_words() {
 
 }  // namespace
 
+// Perf events kept for the kernel to close after the exit: the waits' ~40
+// tracepoints, the frames' and markers' uprobes. 32 KB of kernel memory; a
+// probe past it closes the slow way.
+constexpr uint32_t kPerfKeeperSlots = 4096;
+
 void Detector::SkelDeleter::operator()(jank_bpf* s) const { jank_bpf__destroy(s); }
 void Detector::LinkDeleter::operator()(bpf_link* l) const { bpf_link__destroy(l); }
 
 // Detaching a syscall tracepoint's perf link waits for grace periods under
-// the kernel's event mutex: 35-50 ms each here, so the 19 of them take most
-// of a second one after another, and side by side too (the mutex
-// serializes them); uprobes close the same way. A raw tracepoint's link
-// goes in about a millisecond; a trampoline's rewrites kernel text (5.5-7.2 s
+// the kernel's event mutex when its close is the event's last: 35-50 ms
+// each here, so the 19 of them took most of a second one after another,
+// and side by side too (the mutex serializes them); uprobes close the same
+// way. So each such event is kept in a map that the kernel releases after
+// the exit (bpf/perf_keeper.h), and the link's close only detaches the
+// program; events the keeper refused (USDT probes, whose perf events
+// libbpf keeps to itself) still close here. A raw tracepoint's link goes
+// in about a millisecond; a trampoline's rewrites kernel text (5.5-7.2 s
 // for 58 of them in the 6.1 lane under TCG, not measured natively: README,
 // Stopping). So the stop starts them first and does the rest of its work
 // meanwhile (src/app/monitor.cpp).
@@ -110,7 +120,7 @@ void Detector::begin_detach() {
       }
     }
   }
-  for (auto& l : extra_links_) d.links.push_back({l.release(), true});  // the wait tracepoints (and frames' uprobes)
+  for (auto& l : extra_links_) d.links.push_back({l.link.release(), l.slow});
   extra_links_.clear();
   if (scan_link_) d.links.push_back({scan_link_.release(), false});
   for (auto* l : marker_links_.take_all()) d.links.push_back({l, false});
@@ -155,6 +165,7 @@ DetachTimes Detector::finish_detach() {
     }
   }
   t.total_ms = (monotonic_ns() - d.begin_ns) / 1e6;
+  t.kept = perf_keeper_ ? perf_keeper_->kept() : 0;
   log::debug("detached %zu links in %.0f ms (%zu syscall tracepoints, the last gone after %.0f ms; the others after %.0f ms)",
              t.links, t.total_ms, t.perf_tracepoints, t.perf_tracepoints_ms, t.others_ms);
   return t;
@@ -458,10 +469,18 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
 }
 
 bool Detector::attach(std::string* error) {
+  std::string why;
+  perf_keeper_ = PerfKeeper::create(kPerfKeeperSlots, &why);
+  if (!perf_keeper_) log::debug("%s: perf events close at the stop, one grace period each", why.c_str());
+  marker_links_.set_keeper(perf_keeper_.get());
+  bpf_program* setpgid = skel_->progs.jb_job_setpgid;
+  bpf_program__set_autoattach(setpgid, false);  // a perf event of our own, kept (below)
   if (int err = jank_bpf__attach(skel_.get())) {
     *error = std::string("attaching BPF programs failed: ") + strerror(-err);
     return false;
   }
+  if (bpf_program__autoload(setpgid) && !attach_tracepoint(setpgid, "syscalls", "sys_enter_setpgid", error))
+    return false;
   if (!trampolines_ && !raw_syscalls_ && !attach_wait_tracepoints(error)) return false;
   bpf_program* prog;
   attached_ = 0;
@@ -486,16 +505,45 @@ bool Detector::attach_wait_tracepoints(std::string* error) {
     for (bool enter : {true, false}) {
       bpf_program* prog = w.child ? (enter ? p.jb_tp_cwait_enter : p.jb_tp_cwait_exit)
                                   : (enter ? p.jb_tp_wait_enter : p.jb_tp_wait_exit);
-      const std::string tp = (enter ? "sys_enter_" : "sys_exit_") + w.name;
-      bpf_link* link = bpf_program__attach_tracepoint(prog, "syscalls", tp.c_str());
-      if (!link) {
-        *error = "attaching to syscalls:" + tp + " failed: " + strerror(errno);
-        return false;
-      }
-      extra_links_.emplace_back(link);
+      if (!attach_tracepoint(prog, "syscalls", (enter ? "sys_enter_" : "sys_exit_") + w.name, error)) return false;
     }
   }
   return true;
+}
+
+bool Detector::attach_tracepoint(bpf_program* prog, const std::string& category, const std::string& name,
+                                 std::string* error) {
+  std::string why;
+  std::optional<uint32_t> slot;
+  const int pfd = open_tracepoint_event(category, name, &why);
+  bpf_link* link = pfd < 0 ? nullptr : attach_kept(prog, pfd, 0, &slot, &why);
+  if (!link) {
+    *error = "attaching to " + category + ":" + name + " failed: " + why;
+    return false;
+  }
+  keep_extra(link, !slot);
+  return true;
+}
+
+bpf_link* Detector::attach_kept(bpf_program* prog, int pfd, uint64_t cookie, std::optional<uint32_t>* slot,
+                                std::string* error) {
+  if (perf_keeper_) *slot = perf_keeper_->keep(pfd);
+  LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = cookie);
+  clear_libbpf_log();
+  bpf_link* link = bpf_program__attach_perf_event_opts(prog, pfd, &opts);
+  if (!link) {
+    const int err = errno;
+    const std::string line = last_libbpf_line();
+    *error = std::string(strerror(err)) + (line.empty() ? "" : " (" + line + ")");
+    if (*slot) perf_keeper_->release(**slot);
+    *slot = std::nullopt;
+    close(pfd);
+  }
+  return link;
+}
+
+void Detector::keep_extra(bpf_link* link, bool slow) {
+  extra_links_.push_back({std::unique_ptr<bpf_link, LinkDeleter>(link), slow});
 }
 
 // Test seam: the events and captures maps made one 4 MB ring, as before the

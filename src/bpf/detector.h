@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <span>
 #include <string>
@@ -20,12 +21,14 @@
 #include "bpf/kernel_windows.h"
 #include "bpf/marker_links.h"
 #include "bpf/modes.h"
+#include "bpf/perf_keeper.h"
 #include "bpf/ring_reader.h"
 #include "util/fd.h"
 
 struct jank_bpf;
 struct btf;
 struct bpf_link;
+struct bpf_program;
 
 namespace jankbpf {
 
@@ -66,9 +69,10 @@ struct DetectorConfig {
 // What detaching took (Detector::finish_detach), for the stop's phases.
 struct DetachTimes {
   size_t links = 0;
-  size_t perf_tracepoints = 0;  // syscall tracepoints: perf events, each one's close waits on grace periods
+  size_t perf_tracepoints = 0;  // perf events closed here: each one's close waits on grace periods
   double perf_tracepoints_ms = 0;  // from begin_detach to the last of those gone
-  double others_ms = 0;            // the rest (raw tracepoints, trampolines, uprobes, perf events)
+  double others_ms = 0;            // the rest (raw tracepoints, trampolines, kept perf events' links)
+  size_t kept = 0;                 // perf events the kernel closes after the exit (bpf/perf_keeper.h)
   double total_ms = 0;
 };
 
@@ -196,8 +200,16 @@ class Detector {
   bool attach(std::string* error);
   bool attach_scan_tick(std::string* error);
   bool attach_wait_tracepoints(std::string* error);
+  bool attach_tracepoint(bpf_program* prog, const std::string& category, const std::string& name, std::string* error);
   void attach_io_hooks(FeatureSet* features);  // detector_io.cpp
-  bool keep_marker_link(bpf_link* link, std::string* error, uint64_t* id);
+  bool keep_marker_link(bpf_link* link, std::optional<uint32_t> slot, std::string* error, uint64_t* id);
+  // Attaches `prog` to the perf event `pfd` (taken over: closed on
+  // failure), first keeping the event for the kernel to close after the
+  // exit where it can (*slot: where). Null with *error set on failure.
+  bpf_link* attach_kept(bpf_program* prog, int pfd, uint64_t cookie, std::optional<uint32_t>* slot,
+                        std::string* error);
+  // A perf link kept in extra_links_: `slow` when its event closes here.
+  void keep_extra(bpf_link* link, bool slow);
   bool share_one_ring(std::string* error);
 
   struct SkelDeleter { void operator()(jank_bpf* s) const; };
@@ -207,7 +219,12 @@ class Detector {
   std::unique_ptr<jank_bpf, SkelDeleter> skel_;
   std::vector<KernelWindow> kernel_windows_;  // causes' kernel windows found at load
   std::unique_ptr<RingReader> rb_, captures_rb_, frames_rb_;
-  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> extra_links_;  // the wait tracepoints, the frames' uprobes
+  struct ExtraLink {
+    std::unique_ptr<bpf_link, LinkDeleter> link;
+    bool slow;  // a perf event closed here, on grace periods
+  };
+  std::vector<ExtraLink> extra_links_;  // the wait tracepoints, the frames' uprobes, the I/O hooks
+  std::unique_ptr<PerfKeeper> perf_keeper_;  // null: events close the slow way
   std::unique_ptr<bpf_link, LinkDeleter> scan_link_;                 // the scan watchdog's tick
   // begin_detach's workers and what they share.
   std::vector<std::thread> detach_workers_;

@@ -48,17 +48,15 @@ bool Detector::attach_frames(const std::string& library, uint64_t request, uint6
                         {skel_->progs.jb_wl_listener, listener, "wl_proxy_add_listener"},
                         {skel_->progs.jb_wl_event, event, "ffi_call's PLT entry"}};
   for (const Site& s : sites) {
-    clear_libbpf_log();
-    LIBBPF_OPTS(bpf_uprobe_opts, opts);
-    bpf_link* link = bpf_program__attach_uprobe_opts(s.prog, pid, library.c_str(), static_cast<size_t>(s.offset), &opts);
+    std::string why;
+    std::optional<uint32_t> slot;
+    const int pfd = open_uprobe_event(library, s.offset, false, pid, &why);
+    bpf_link* link = pfd < 0 ? nullptr : attach_kept(s.prog, pfd, 0, &slot, &why);
     if (!link) {
-      int err = errno;
-      std::string why = last_libbpf_line();
-      *error = std::string("uprobe on ") + s.what + " in " + library + ": " + strerror(err) +
-               (why.empty() ? "" : " (" + why + ")");
+      *error = std::string("uprobe on ") + s.what + " in " + library + ": " + why;
       return false;
     }
-    extra_links_.emplace_back(link);
+    keep_extra(link, !slot);
   }
   return true;
 }

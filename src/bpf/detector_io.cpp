@@ -43,7 +43,7 @@ void Detector::attach_io_hooks(FeatureSet* features) {
       *why = std::string("raw tracepoint ") + tp + ": " + strerror(err) + (line.empty() ? "" : " (" + line + ")");
       return false;
     }
-    extra_links_.emplace_back(link);
+    keep_extra(link, false);  // a raw tracepoint: quick to detach
     return true;
   };
   std::string why;

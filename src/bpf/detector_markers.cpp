@@ -19,24 +19,28 @@ bool Detector::attach_uprobe(const std::string& binary, uint64_t offset, bool re
     *error = detaching_ ? "jankbpf is stopping" : "marker programs not loaded";
     return false;
   }
-  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie, .retprobe = retprobe);
-  clear_libbpf_log();
-  bpf_link* link = bpf_program__attach_uprobe_opts(
-      begin ? skel_->progs.jb_mark_begin : skel_->progs.jb_mark_end, -1, binary.c_str(),
-      static_cast<size_t>(offset), &opts);
-  return keep_marker_link(link, error, id);
+  std::string why;
+  std::optional<uint32_t> slot;
+  const int pfd = open_uprobe_event(binary, offset, retprobe, -1, &why);
+  bpf_link* link =
+      pfd < 0 ? nullptr : attach_kept(begin ? skel_->progs.jb_mark_begin : skel_->progs.jb_mark_end, pfd, cookie, &slot, &why);
+  if (!link) {
+    *error = why;
+    return false;
+  }
+  return keep_marker_link(link, slot, error, id);
 }
 
 // A marker probe's link is kept until released or exit; a failed attach
 // says why (errno, and libbpf's last message).
-bool Detector::keep_marker_link(bpf_link* link, std::string* error, uint64_t* id) {
+bool Detector::keep_marker_link(bpf_link* link, std::optional<uint32_t> slot, std::string* error, uint64_t* id) {
   if (!link) {
     int err = errno;
     std::string why = last_libbpf_line();
     *error = std::string(strerror(err)) + (why.empty() ? "" : " (" + why + ")");
     return false;
   }
-  if (uint64_t kept = marker_links_.keep(link); id) *id = kept;
+  if (uint64_t kept = marker_links_.keep(link, slot); id) *id = kept;
   return true;
 }
 
@@ -50,7 +54,7 @@ bool Detector::attach_usdt(const std::string& binary, const std::string& provide
   clear_libbpf_log();
   bpf_link* link = bpf_program__attach_usdt(begin ? skel_->progs.jb_usdt_begin : skel_->progs.jb_usdt_end,
                                             -1, binary.c_str(), provider.c_str(), name.c_str(), &opts);
-  return keep_marker_link(link, error, id);
+  return keep_marker_link(link, std::nullopt, error, id);  // libbpf keeps the USDT probes' events
 }
 
 }  // namespace jankbpf

@@ -6,11 +6,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 struct bpf_link;
 
 namespace jankbpf {
+
+class PerfKeeper;
 
 class MarkerLinks {
  public:
@@ -19,9 +22,13 @@ class MarkerLinks {
   MarkerLinks(const MarkerLinks&) = delete;
   MarkerLinks& operator=(const MarkerLinks&) = delete;
 
-  // Takes `link` over; its id (never 0).
-  uint64_t keep(bpf_link* link);
-  // Detaches these (ids not held are ignored); how many were.
+  // Where a released link's perf event was kept (bpf/perf_keeper.h).
+  void set_keeper(PerfKeeper* keeper) { keeper_ = keeper; }
+  // Takes `link` over, with the keeper's slot of its event if kept; its id
+  // (never 0).
+  uint64_t keep(bpf_link* link, std::optional<uint32_t> slot = std::nullopt);
+  // Detaches these, and lets their kept events go (ids not held are
+  // ignored); how many were.
   size_t release(const std::vector<uint64_t>& ids);
   // Hands every link over (for the detaching side by side at exit).
   std::vector<bpf_link*> take_all();
@@ -31,7 +38,12 @@ class MarkerLinks {
   uint64_t released() const { return released_; }
 
  private:
-  std::map<uint64_t, bpf_link*> links_;
+  struct Held {
+    bpf_link* link;
+    std::optional<uint32_t> slot;
+  };
+  std::map<uint64_t, Held> links_;
+  PerfKeeper* keeper_ = nullptr;
   uint64_t next_ = 1, released_ = 0;
 };
 
