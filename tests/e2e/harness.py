@@ -57,6 +57,29 @@ def held_bpf_ids(pid):
     return progs, links
 
 
+def held_map_ids(pid):
+    """Ids of the BPF maps process `pid` holds open (/proc/PID/fdinfo)."""
+    maps = set()
+    fdinfo = f"/proc/{pid}/fdinfo"
+    for fd in os.listdir(fdinfo):
+        try:
+            with open(os.path.join(fdinfo, fd)) as f:
+                maps |= {int(l.split(":")[1]) for l in f if l.startswith("map_id:")}
+        except OSError:
+            pass
+    return maps
+
+
+def maps_still_loaded(maps, timeout=5.0):
+    """Which of these map ids are still in the kernel after up to `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = maps & {m["id"] for m in _bpftool("map", "list")}
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.1)
+
+
 def loaded_ids():
     """(program ids, link ids) loaded in the kernel now."""
     return ({p["id"] for p in _bpftool("prog", "list")},

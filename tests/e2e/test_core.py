@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from harness import Jankbpf, close_to_app, held_bpf_ids, need, run_jankbpf, still_loaded, JANKBPF
+from harness import (Jankbpf, close_to_app, held_bpf_ids, held_map_ids, maps_still_loaded, need, run_jankbpf,
+                     still_loaded, JANKBPF)
 import target as target_mod
 from target import DOMINANT_STATE
 
@@ -349,6 +350,63 @@ def test_signal_detaches_and_leaves_nothing_in_kernel(sig):
     left_progs, left_links = still_loaded(progs, links)
     assert not left_progs, "programs left loaded after exit"
     assert not left_links, "links left after exit"
+
+
+# The Wayland entry points jankbpf's frame uprobes are on (system-wide).
+WAYLAND_PROBED = ("wl_proxy_add_listener", "wl_proxy_marshal_array_flags")
+
+
+def wayland_breakpoints():
+    """Which probed functions' first bytes, as mapped in this process,
+    differ from the library file's: a registered uprobe's breakpoint. None
+    when the library is not installed."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libwayland-client.so.0")
+    except OSError:
+        return None
+    probed = set()
+    for name in WAYLAND_PROBED:
+        addr = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                f = line.split()
+                start, end = (int(x, 16) for x in f[0].split("-"))
+                if start <= addr < end and len(f) >= 6:
+                    with open(f[5], "rb") as so:
+                        so.seek(addr - start + int(f[2], 16))
+                        if so.read(4) != ctypes.string_at(addr, 4):
+                            probed.add(name)
+                    break
+    return probed
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_perf_events_left_to_the_kernel_are_closed_after_exit(sig):
+    """The stop does not wait for the perf events' slow closes (a grace
+    period each, one after another under the kernel's event mutex): a map
+    of jankbpf's holds them and the kernel closes them after the exit. They
+    must be closed then, on a stop and on a SIGKILL: the map is gone, and
+    the frame uprobes' breakpoints are out of libwayland-client's text."""
+    need(wayland_breakpoints() is not None, "libwayland-client.so.0 is not installed (make deps installs it)")
+    jb = Jankbpf("--ignore-startup-time", IGNORE, "-v")
+    maps = held_map_ids(jb.proc.pid)
+    assert wayland_breakpoints() == set(WAYLAND_PROBED), f"no breakpoint at the frame uprobes while attached: {jb.stderr}"
+    if sig == signal.SIGKILL:
+        jb.proc.send_signal(sig)
+        jb.proc.wait(10)
+    else:
+        assert jb.stop(sig) == 0, jb.stderr
+        m = re.search(r"(\d+) perf events left for the kernel to close after the exit", jb.stderr)
+        assert m and int(m.group(1)) >= 4, jb.stderr  # the waits' tracepoints and the uprobes
+        assert re.search(r"; 0 perf events closed here", jb.stderr), jb.stderr
+    assert not maps_still_loaded(maps), "jankbpf's maps outlive it"
+    # The kernel's worker closes them one after another, a grace period
+    # each (~30 ms here), after those of any jankbpf that exited before.
+    deadline = time.monotonic() + 30
+    while wayland_breakpoints() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not wayland_breakpoints(), "a uprobe's breakpoint is left in libwayland-client after exit"
 
 
 def test_fatal_signal_says_where_and_leaves_nothing_in_kernel():
