@@ -55,6 +55,36 @@ def stop(p: subprocess.Popen, sig=signal.SIGTERM, timeout=30.0) -> float:
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait(10)
+    took = time.monotonic() - t
+    wait_kernel_closes()
+    return took
+
+
+# jankbpf leaves its perf events for the kernel to close after its exit
+# (src/bpf/perf_keeper.h); until its worker has closed them the tracepoints
+# stay registered. What comes next is measured once none is seen closing.
+_CLOSING = re.compile(r"perf_trace_destroy|perf_release|perf_event_release_kernel|delayed_fput")
+
+
+def wait_kernel_closes(timeout=20.0) -> float:
+    """Waits until no task's kernel stack is in a perf event's release, two
+    polls in a row; the seconds waited."""
+    t = time.monotonic()
+    clean = 0
+    while clean < 2 and time.monotonic() - t < timeout:
+        busy = False
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/stack") as f:
+                    if _CLOSING.search(f.read()):
+                        busy = True
+                        break
+            except OSError:
+                pass
+        clean = 0 if busy else clean + 1
+        time.sleep(0.02)
     return time.monotonic() - t
 
 

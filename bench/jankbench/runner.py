@@ -10,7 +10,7 @@ import time
 
 import jankrun
 
-from .procs import Fatal
+from .procs import Fatal, wait_kernel_closes
 
 _root = None
 _seq = 0
@@ -58,6 +58,7 @@ class Jankbpf(jankrun.Jankbpf):
         while self.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         self.stop_s = self.signal_stop(signal.SIGTERM, 30)
+        wait_kernel_closes()  # not in stop_s: what follows is measured on a quiet kernel
         self.join(5)
         s = self.timed("summary")
         if not s:

@@ -91,7 +91,27 @@ wait_exit() {
 	wait "$JB"
 	rc=$?
 	echo "$how rc=$rc from $t0 to $(now)" > "$d/exit"
+	kernel_closes_done >> "$d/exit"
 	return $rc
+}
+
+# jankbpf leaves its perf events for the kernel to close after its exit
+# (src/bpf/perf_keeper.h): a worker closes them, a grace period each. The
+# next measurement waits for that, seen as no task's kernel stack in a perf
+# event's release, twice in a row (20 s at most).
+kernel_closes_done() {
+	local t0 clean=0 n=0
+	t0=$(now)
+	while [ "$clean" -lt 2 ] && [ "$n" -lt 400 ]; do
+		if cat /proc/[0-9]*/stack 2>/dev/null | grep -q -E 'perf_trace_destroy|perf_release|perf_event_release_kernel|delayed_fput'; then
+			clean=0
+		else
+			clean=$((clean + 1))
+		fi
+		n=$((n + 1))
+		sleep 0.05
+	done
+	echo "kernel closes done from $t0 to $(now)"
 }
 
 # not_attached DIR STATUS: start_jankbpf gave up (STATUS: 1 exited, 2 timed
