@@ -259,6 +259,18 @@ def _attach(limit):
     return judge
 
 
+def _stop(limit):
+    def judge(st):
+        def fig(xs):
+            return f"{median(xs):.0f} ms [{min(xs):.0f}–{max(xs):.0f}]"
+        peers = "; ".join(f"{name} {fig(st[key])}" for name, key in
+                          (("--hooks raw-tracepoint", "jankbpf_raw_stop"), ("bpftrace", "bpftrace_stop"),
+                           ("BCC", "bcc_stop")) if st.get(key))
+        return (f"jankbpf median {fig(st['jankbpf_stop'])}" + (f"; in the same run {peers}" if peers else ""),
+                median(st["jankbpf_stop"]) <= limit)
+    return judge
+
+
 def _idle(foot):
     idle, widle = foot["idle"], foot["watch_idle"]
     return (f"watching one idle process: {widle['cpu_s'] * 1e3:.2f} ms CPU, "
@@ -421,6 +433,8 @@ GOALS = [
     Goal("hook-80ns", "≤ 80 ns per hook on average, and ≤ 0.5× bpftrace's figure of the same run",
          "12", ("hooks",), _hook_80),
     Goal("attach-50ms", "attached in ≤ 50 ms (median)", "12", ("startup",), _attach(50)),
+    Goal("stop-200ms", "stopped in ≤ 200 ms (median, SIGTERM to exit: programs detached, ftrace instance removed, "
+         "every record written)", "30", ("startup",), _stop(200)),
     Goal("warm-sample", "jankbpf CPU per stack sample, end to end, warm, ≤ 50 µs", "12", ("stacks",), _warm),
     Goal("node-js-named", "node with no flags: its janks' stacks name the JavaScript functions, "
          "runnable_name the one that ran, and no JS frame is unreadable", "13", ("node",), _node_js),

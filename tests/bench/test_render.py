@@ -56,6 +56,13 @@ def test_goal_not_met_from_data():
     assert r["state"] == "not met" and r["verdict"] == "**not met**", r
 
 
+def test_stop_goal_judged_from_the_stored_stops_beside_the_peers():
+    r = rows()["stop-200ms"]  # the fixture's stops: 716-816 ms
+    assert r["state"] == "not met", r
+    assert re.match(r"jankbpf median 768 ms \[715–816\]; in the same run bpftrace 1167 ms \[1117–1217\]; "
+                    r"BCC 1016 ms \[915–1066\]$", r["figure"]), r
+
+
 def test_goal_not_measured_without_data():
     assert "lane_tax" not in results()
     r = rows()["lane-tax"]
