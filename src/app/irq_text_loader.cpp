@@ -8,7 +8,6 @@
 
 #include "bpf/detector.h"
 #include "cause/irq_text.h"
-#include "stack/maps.h"
 #include "util/log.h"
 
 namespace jankbpf {
@@ -20,11 +19,10 @@ void IrqTextLoader::begin() {
     // This thread only; lowering its own priority needs no privilege, and
     // the unit's system-call filter allows setpriority (not sched_setscheduler).
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
-    std::string text;
-    const bool read = stack::read_small_file("/proc/kallsyms", text, 64u << 20);
+    // Read a block at a time: held whole, the ~5 MB of text was most of an
+    // idle jankbpf's peak RSS.
     std::vector<std::pair<uint64_t, uint32_t>> chunks;
-    if (read && !job->cancelled) chunks = cause::irq_text_chunks(text, 4096);
-    text = std::string();
+    const bool read = !job->cancelled && cause::irq_text_chunks_of_file("/proc/kallsyms", 4096, &chunks);
     std::unique_lock lk(job->mu);
     job->cv.wait(lk, [&] { return job->given || job->cancelled; });
     if (job->cancelled || !job->detector || !job->detector->causes_enabled()) return;

@@ -17,9 +17,29 @@ namespace jankbpf::cause {
 // task's own local_bh_enable runs it (a loopback packet sent by a peer).
 bool interrupt_function(std::string_view name);
 
-// (pc >> 8, granule mask) of every chunk holding such a function's text,
-// at most max_chunks (the rest are left out: their frames read as a
-// task's). kallsyms text is parsed as untrusted; module symbols are skipped.
+// kallsyms fed a line at a time (a read of /proc/kallsyms need not be held
+// whole: ~5 MB, most of an idle jankbpf's peak RSS otherwise). Keeps only
+// the vmlinux text symbols' addresses (8 bytes each) and which of them are
+// interrupt functions. Lines are parsed as untrusted; module symbols and
+// lines not "ADDR TYPE NAME" are skipped.
+class IrqTextScanner {
+ public:
+  void line(std::string_view line);
+  // (pc >> 8, granule mask) of every chunk holding an interrupt function's
+  // text (each runs to the next symbol), at most max_chunks (the rest are
+  // left out: their frames read as a task's).
+  std::vector<std::pair<uint64_t, uint32_t>> chunks(size_t max_chunks);
+
+ private:
+  std::vector<uint64_t> starts_;  // every vmlinux text symbol's address
+  std::vector<uint64_t> irq_;     // those of interrupt functions
+};
+
+// The same from kallsyms text held whole.
 std::vector<std::pair<uint64_t, uint32_t>> irq_text_chunks(std::string_view kallsyms, size_t max_chunks);
+
+// The same from a file read a block at a time (/proc/kallsyms); false when
+// it cannot be opened or read.
+bool irq_text_chunks_of_file(const char* path, size_t max_chunks, std::vector<std::pair<uint64_t, uint32_t>>* out);
 
 }  // namespace jankbpf::cause

@@ -2,8 +2,14 @@
 // typed model (exclusive, summing to the non-running time, claims checked,
 // interrupts never blamed), the one-line why, the /proc and kallsyms
 // parsers behind the identities, the evidence store's bounds.
+#include <unistd.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -490,4 +496,45 @@ TEST_CASE("a JVM's pause is said first in why, and the wait it covers not again"
   CHECK(partly.find("100 ms stopped by its JVM for a safepoint") != std::string::npos);
   r.jvm_pause.reset();
   CHECK(cause::compose_why(r).rfind("300 ms sleeping in futex", 0) == 0);
+}
+
+TEST_CASE("interrupt text read from a file a block at a time is the text's, whatever its lines' lengths", "[causes]") {
+  // Lines across the 64 KB block boundaries, one longer than a block
+  // (dropped whole, as junk), the last without its newline.
+  std::string text;
+  for (int i = 0; i < 4000; i++) {
+    char line[96];
+    snprintf(line, sizeof line, "ffffffff8%07x %c %s_%d\n", 0x100000 + i * 0x40, i % 3 ? 'T' : 't',
+             i % 97 == 0 ? "hrtimer_wakeup" : i % 89 == 0 ? "sysvec_thing" : "plain_function", i);
+    text += line;
+    if (i == 2500) text += "ffffffff81f00000 T " + std::string(70000, 'x') + "\n";
+  }
+  text += "ffffffff8f000000 T hrtimer_interrupt\nffffffff8f000100 T last_one";
+  char path[] = "/tmp/jb-kallsyms-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  close(fd);
+  std::vector<std::pair<uint64_t, uint32_t>> from_file;
+  REQUIRE(irq_text_chunks_of_file(path, 4096, &from_file));
+  unlink(path);
+  // The file reading drops the over-long line; so does the text compared.
+  std::string without = text;
+  const size_t at = without.find("ffffffff81f00000 T xxx");
+  without.erase(at, without.find('\n', at) + 1 - at);
+  CHECK(from_file == irq_text_chunks(without, 4096));
+  CHECK(from_file.size() > 40);
+  CHECK(std::find_if(from_file.begin(), from_file.end(), [](auto c) { return c.first == 0xffffffff8f000000ull >> 8; }) !=
+        from_file.end());
+  std::vector<std::pair<uint64_t, uint32_t>> none;
+  CHECK_FALSE(irq_text_chunks_of_file("/nonexistent/kallsyms", 64, &none));
+  // This kernel's own, read both ways (as root its addresses are real).
+  if (geteuid() == 0) {
+    std::ifstream f("/proc/kallsyms");
+    const std::string whole((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::vector<std::pair<uint64_t, uint32_t>> live;
+    REQUIRE(irq_text_chunks_of_file("/proc/kallsyms", 4096, &live));
+    CHECK(!live.empty());
+    CHECK(live == irq_text_chunks(whole, 4096));
+  }
 }
