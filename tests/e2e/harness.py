@@ -38,46 +38,49 @@ def jankbpf_program_ids():
     return {p["id"] for p in _bpftool("prog", "list") if p.get("name", "").startswith("jb_")}
 
 
-def held_bpf_ids(pid):
-    """(program ids, link ids) of the BPF objects process `pid` holds open,
-    from /proc/PID/fdinfo: exactly this jankbpf's, whatever else runs."""
-    progs, links = set(), set()
+def _held_ids(pid, keys):
+    """{key: ids} of the BPF objects process `pid` holds open, from the
+    `prog_id:`/`link_id:`/`map_id:` lines of /proc/PID/fdinfo."""
+    held = {k: set() for k in keys}
     fdinfo = f"/proc/{pid}/fdinfo"
     for fd in os.listdir(fdinfo):
         try:
             with open(os.path.join(fdinfo, fd)) as f:
                 for line in f:
                     key, _, value = line.partition(":")
-                    if key == "prog_id":
-                        progs.add(int(value))
-                    elif key == "link_id":
-                        links.add(int(value))
+                    if key in held:
+                        held[key].add(int(value))
         except OSError:
             pass
-    return progs, links
+    return held
+
+
+def held_bpf_ids(pid):
+    """(program ids, link ids) of the BPF objects process `pid` holds open,
+    from /proc/PID/fdinfo: exactly this jankbpf's, whatever else runs."""
+    held = _held_ids(pid, ("prog_id", "link_id"))
+    return held["prog_id"], held["link_id"]
 
 
 def held_map_ids(pid):
     """Ids of the BPF maps process `pid` holds open (/proc/PID/fdinfo)."""
-    maps = set()
-    fdinfo = f"/proc/{pid}/fdinfo"
-    for fd in os.listdir(fdinfo):
-        try:
-            with open(os.path.join(fdinfo, fd)) as f:
-                maps |= {int(l.split(":")[1]) for l in f if l.startswith("map_id:")}
-        except OSError:
-            pass
-    return maps
+    return _held_ids(pid, ("map_id",))["map_id"]
+
+
+def _left_after(ids_now, timeout):
+    """Polls ids_now() (the ids still loaded, of those asked about) for up
+    to `timeout` s (the kernel frees after an RCU grace period)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = ids_now()
+        if not any(left) or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.1)
 
 
 def maps_still_loaded(maps, timeout=5.0):
     """Which of these map ids are still in the kernel after up to `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = maps & {m["id"] for m in _bpftool("map", "list")}
-        if not left or time.monotonic() >= deadline:
-            return left
-        time.sleep(0.1)
+    return _left_after(lambda: (maps & {m["id"] for m in _bpftool("map", "list")},), timeout)[0]
 
 
 def loaded_ids():
@@ -89,13 +92,10 @@ def loaded_ids():
 def still_loaded(progs, links, timeout=5.0):
     """Which of these program and link ids are still in the kernel, after
     giving it up to `timeout` s (it frees them after an RCU grace period)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def now():
         loaded_progs, loaded_links = loaded_ids()
-        left = (loaded_progs & progs, loaded_links & links)
-        if not any(left) or time.monotonic() >= deadline:
-            return left
-        time.sleep(0.1)
+        return (loaded_progs & progs, loaded_links & links)
+    return _left_after(now, timeout)
 
 
 def link_ids_of(prog_ids):
