@@ -31,8 +31,12 @@ constexpr size_t kFillPages = 16;
 // the file's bytes either way. A stack's walk of one compile unit touches
 // a few MB of a C++ binary's DWARF, and a record's samples several units,
 // so the copies alone pushed jankbpf's peak RSS past 50 MB (issue 30);
-// a refill costs ~20 us per 64 KB from the page cache.
-constexpr size_t kResidentBudgetBytes = size_t{2} << 20;
+// a refill costs ~20 us per 64 KB from the page cache, and a compressed
+// section's up to 512 KB of inflating. At 2 MB, the pages libdw touches in
+// libc's compressed debug file (~4 MB inflated) for a spin loop's samples
+// were dropped and inflated again every few samples: 2.5 ms of this
+// thread's CPU over 175 warm samples, none at 8 MB.
+constexpr size_t kResidentBudgetBytes = size_t{8} << 20;
 
 size_t page() {
   static const size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
