@@ -95,7 +95,7 @@ BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
 	-I$(dir $(VMLINUX)) -Ibpf/compat -Iinclude
 
 .PHONY: all deps test-deps run test unit e2e package-check deb deb-check arm64-deps arm64-check kernels bench vmlinux clean apps FORCE \
-	fuzz fuzz-bin fuzz-smoke
+	fuzz fuzz-bin fuzz-smoke fuzz-srcs
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -250,6 +250,12 @@ endef
 $(foreach t,$(FUZZ_TARGETS),$(eval $(call FUZZ_LINK,$(t))))
 
 fuzz-bin: $(addprefix $(FUZZ_OUT)/,$(FUZZ_TARGETS))
+# What each fuzz target is compiled from, for the bench's per-target
+# freshness (bench/jankbench/fuzz_rows.py): "TARGET|OBJECTS|LIBS" a line,
+# then "flags|COMPILER AND FLAGS".
+fuzz-srcs:
+	@$(foreach t,$(FUZZ_TARGETS),echo '$(t)|$(FUZZ_SRCS_$(t))|$(FUZZ_LIBS_$(t))';)
+	@echo 'flags|$(FUZZ_CXX) $(FUZZ_CXXFLAGS)'
 fuzz: fuzz-bin
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh run $(FUZZ_TARGETS)
 # Part of `make test`: every target a few seconds from its seeds, so a

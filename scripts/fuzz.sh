@@ -20,6 +20,8 @@
 #   FUZZ_JSON=FILE   and one JSON line per target there: target, executions,
 #                    exec_per_s, seconds (wall), crashes, rc, corpus_files,
 #                    corpus_kb (the bench's fuzz scenario stores them)
+#   FUZZ_BENCH_RUNS_<TARGET>=N  bench mode: that target runs N executions
+#                    (the bench resumes a row cut short on the same binary)
 #   FUZZ_BENCH_SECONDS=S  bench mode: a target stops after S seconds if its
 #                    executions are not done by then (no limit); its row
 #                    has the executions it reached, and is short of the goal
@@ -136,11 +138,12 @@ run_target() {
     "$bin" -rss_limit_mb=2048 -timeout=30 -artifact_prefix="$art/" "$out/big/$t"/* >"$log.big" 2>&1 || rc=$?
     [[ $rc -eq 0 ]] || echo "fuzz: $t FAILED on a generated large input (see $log.big)" >&2
   fi
-  local corpus
+  local corpus rv
   case $mode in
     smoke) corpus=$(mktemp -d "$out/smoke-$t.XXXXXX"); args+=(-max_total_time="${FUZZ_SMOKE_SECONDS:-10}") ;;
     run)   corpus=$out/corpus/$t; args+=(-max_total_time="${FUZZ_SECONDS:-60}") ;;
-    bench) corpus=$out/corpus/$t; args+=(-runs="${FUZZ_BENCH_RUNS:-10000000}")
+    bench) corpus=$out/corpus/$t; rv=FUZZ_BENCH_RUNS_$t
+           args+=(-runs="${!rv:-${FUZZ_BENCH_RUNS:-10000000}}")
            [[ -z ${FUZZ_BENCH_SECONDS:-} ]] || args+=(-max_total_time="$FUZZ_BENCH_SECONDS")
            # No allocation stacks kept for reports: a fifth of an execution's
            # time. A crash is rerun from its artifact to get them.

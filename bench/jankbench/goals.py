@@ -534,6 +534,12 @@ def checkout_staleness():
     def stale(name, entry):
         key = (name, id(entry))
         if key not in memo:
-            memo[key] = builds.stale_reason(entry.get("provenance", {}), builds.code_of(name), git)
+            why = False
+            if name == "fuzz":
+                # Target by target: a row is of its own binary (fuzz_rows.py).
+                from . import fuzz_rows
+                why = fuzz_rows.section_stale(entry.get("data", {}), git, fuzz_rows.current_flags())
+            memo[key] = why if why is not False else \
+                builds.stale_reason(entry.get("provenance", {}), builds.code_of(name), git)
         return memo[key]
     return stale

@@ -121,8 +121,8 @@ def document(results: dict, title_note: str = "", stale=None) -> tuple[Doc, list
           "`sudo make bench BENCH_ONLY=tax,hooks` measures some scenarios again and renders everything; "
           "`BENCH_QUICK=1` is a smoke run, stored apart (build/bench/). Each section says when and on which "
           "build it was measured; a section whose build is older than the code it measures (a later commit "
-          "changes src/, bpf/ or include/, src/report/ aside, which no scenario runs; src/, include/ and tests/fuzz/ "
-          "for the fuzzers) is **stale**: its figures stay, its "
+          "changes src/, bpf/ or include/, src/report/ aside, which no scenario runs; for each fuzz target, the files its binary "
+          "was compiled from) is **stale**: its figures stay, its "
           "goals are not judged. A verdict is met only when every part of the goal's bound holds; **error** "
           "is data that says it is not healthy, or a judge that failed on it."
           + (" " + title_note if title_note else ""))

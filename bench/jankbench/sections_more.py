@@ -170,20 +170,35 @@ def soak(doc, d):
     ])
 
 
+def _fuzz_ran(r) -> str:
+    runs = r.get("runs") or []
+    said = "; ".join(f"{x['commit'][:7]} {str(x.get('date', ''))[:10]} ({x['executions']:,})" for x in runs) or "—"
+    checked = (r.get("checked") or {}).get("commit")
+    if checked and (not runs or runs[-1]["commit"] != checked):
+        said += f"; same binary at {checked[:7]}"
+    return said
+
+
 def fuzz(doc, d):
-    doc.p(f"Each libFuzzer target of the Makefile (tests/fuzz/, ASan+UBSan, clang {d['clang']}, built from the "
-          f"measured tree by `make fuzz-bin`) run for {d['runs']:,} executions, {d.get('jobs', 1)} target(s) at a time, from its "
+    doc.p(f"Each libFuzzer target of the Makefile (tests/fuzz/, ASan+UBSan, clang {d['clang']}, built by "
+          f"`make fuzz-bin`) to {d['runs']:,} executions, {d.get('jobs', 1)} target(s) at a time, from its "
           "seeds and the corpus kept in build/fuzz/corpus/, after one pass over the generated large inputs; "
           f"{d['cpus']} CPUs shared with the rest of the bench host. scripts/fuzz.sh exit status {d['rc']}. "
-          "build-id: the GNU build-id of the binary that ran.")
+          "A row is one binary's (build-id: its GNU build-id): a run keeps a row whose binary this tree builds "
+          "again byte for byte (same sha256), resumes one cut short on it, and runs the rest; 'ran' lists each "
+          "run's commit, date and executions. A row is fresh while no later commit changes a file its objects "
+          "were compiled from (their make dependency files) and the compiler flags stay the same.")
+    if "kept" in d:
+        doc.p(f"This run: kept {', '.join(d['kept']) or 'none'}; ran {', '.join(d['ran']) or 'none'}.")
     if not d["targets"]:
         doc.p("(no rows: scripts/fuzz.sh failed before running a target)", term=True)
         return
-    doc.table(["target", "executions", "seconds", "exec/s", "crashes", "exit", "corpus", "build-id"],
+    doc.table(["target", "executions", "seconds", "exec/s", "crashes", "exit", "corpus", "build-id", "ran"],
               [[r["target"], f"{r['executions']:,}", f"{r['seconds']:,.0f}", f"{r['exec_per_s']:,}",
                 fuzz_crashes(r), f"{r['rc']} (stopped by a signal)" if fuzz_interrupted(r) else r["rc"],
-                f"{r['corpus_files']} files, {r['corpus_kb']} KB", r.get("build_id", "")[:16] or "—"]
-               for r in d["targets"]], align="lrrrrrll")
+                f"{r['corpus_files']} files, {r['corpus_kb']} KB", r.get("build_id", "")[:16] or "—",
+                _fuzz_ran(r)]
+               for r in d["targets"]], align="lrrrrrlll")
     for r in d["targets"]:
         if r.get("identity"):
             doc.p(f"{r['target']}'s build-id: {r['identity']}.", term=True)

@@ -1,9 +1,11 @@
 """The fuzzing section: every libFuzzer target in the Makefile's
-FUZZ_TARGETS (built by make fuzz-bin from this tree, into build/fuzz/) for
+FUZZ_TARGETS (built by make fuzz-bin from this tree, into build/fuzz/) to
 FUZZ_BENCH_RUNS executions, through scripts/fuzz.sh bench, which writes
 one JSON line per target (FUZZ_JSON). Each target's row is stored with the
-build-id and hash of the binary that ran; the goal (goals.py) is judged
-from these rows against the Makefile's list as it is when rendered."""
+build-id and hash of the binary that ran and the files it was compiled
+from; a row of the binary this tree builds again is kept, one cut short on
+it resumed (fuzz_rows.py). The goal (goals.py) is judged from these rows
+against the Makefile's list as it is when rendered."""
 from __future__ import annotations
 
 import json
@@ -11,35 +13,87 @@ import os
 import subprocess
 import tempfile
 
-from .. import builds, config
+from .. import builds, config, fuzz_rows, procs
 from ..goals import fuzz_targets
 from ..procs import say
+
+
+def _previous_rows() -> list[dict]:
+    """The fuzz rows stored where this run stores its own."""
+    out_dir = os.environ.get("BENCH_RESULTS_DIR") or (config.QUICK_DIR if config.QUICK else config.RESULTS_DIR)
+    try:
+        with open(os.path.join(out_dir, "fuzz.json")) as f:
+            entry = json.load(f)
+    except (OSError, ValueError):
+        return []
+    prov = entry.get("provenance") or {}
+    rows = entry.get("data", {}).get("targets") or []
+    # Rows stored before they listed their runs ran in that entry's run.
+    for r in rows:
+        r.setdefault("runs", [{"commit": prov.get("commit_full") or prov.get("commit") or "?",
+                               "date": prov.get("date", ""), "executions": r["executions"],
+                               "seconds": r["seconds"], "rc": r["rc"]}])
+    return rows
 
 
 def fuzz(ctx) -> dict:
     runs = config.FUZZ_RUNS
     targets = fuzz_targets()
-    say(f"fuzzing: {len(targets)} targets, {runs:,} executions each")
+    fuzz_out = os.path.join(config.ROOT, "build", "fuzz")
+    layout, flags = fuzz_rows.make_layout()
     # Each binary's identity before it runs: one rebuilt while the run is
     # still going (a fix of what it found) must not lend it its build-id.
-    ids = {}
+    ids, srcs = {}, {}
     for t in targets:
-        path = os.path.join(config.ROOT, "build", "fuzz", t)
+        path = os.path.join(fuzz_out, t)
         if os.path.exists(path):
             b = builds.binary(path)
             ids[t] = (b["build_id"], b["sha256"])
-    with tempfile.TemporaryDirectory(prefix="jankbpf-fuzz-") as tmp:
-        lines = os.path.join(tmp, "fuzz.jsonl")
-        # Targets side by side, one per CPU: each is one single-threaded
-        # process, so its executions and exec/s are those of one core.
-        jobs = os.environ.get("FUZZ_JOBS") or str(os.cpu_count() or 1)
-        env = {**os.environ, "FUZZ_BENCH_RUNS": str(runs), "FUZZ_JSON": lines, "FUZZ_JOBS": jobs}
-        rc = subprocess.run([os.path.join(config.ROOT, "scripts", "fuzz.sh"), "bench", *targets],
-                            cwd=config.ROOT, env=env, stdout=subprocess.DEVNULL).returncode
-        rows = [json.loads(l) for l in open(lines)] if os.path.exists(lines) else []
-    for r in rows:
-        if r["target"] in ids:
-            r["build_id"], r["sha256"] = ids[r["target"]]
+            try:
+                srcs[t] = fuzz_rows.sources(t, layout[t][0], fuzz_out)
+            except (OSError, KeyError):
+                pass  # no dependency files: the row is judged by the section's commit
+    prev = _previous_rows()
+    todo = fuzz_rows.plan(prev, ids, targets, runs)
+    # The longest first (by the rate of the row before), so that two jobs
+    # end together rather than one waiting on the slowest target alone.
+    need = [t for t in targets if todo[t][0] != "keep"]
+    rate = {r["target"]: r.get("exec_per_s") or 0 for r in prev}
+    need.sort(key=lambda t: -(todo[t][2] / rate[t] if rate.get(t) else float("inf")))
+    kept = [t for t in targets if todo[t][0] == "keep"]
+    say(f"fuzzing: {len(targets)} targets, {runs:,} executions each; the same binary's row kept: "
+        f"{', '.join(kept) or 'none'}; resumed: {', '.join(t for t in need if todo[t][0] == 'resume') or 'none'}")
+    rows_new = []
+    rc = 0
+    jobs = os.environ.get("FUZZ_JOBS") or str(os.cpu_count() or 1)
+    if need:
+        with tempfile.TemporaryDirectory(prefix="jankbpf-fuzz-") as tmp:
+            lines = os.path.join(tmp, "fuzz.jsonl")
+            # Targets side by side, one per CPU: each is one single-threaded
+            # process, so its executions and exec/s are those of one core.
+            env = {**os.environ, "FUZZ_BENCH_RUNS": str(runs), "FUZZ_JSON": lines, "FUZZ_JOBS": jobs,
+                   **{f"FUZZ_BENCH_RUNS_{t}": str(todo[t][2]) for t in need}}
+            rc = subprocess.run([os.path.join(config.ROOT, "scripts", "fuzz.sh"), "bench", *need],
+                                cwd=config.ROOT, env=env, stdout=subprocess.DEVNULL).returncode
+            rows_new = [json.loads(l) for l in open(lines)] if os.path.exists(lines) else []
+    git = builds.Git()
+    here = {"commit": git.head(), "date": procs.utc_now()}
+    by_new = {r["target"]: r for r in rows_new}
+    rows = []
+    for t in targets:
+        what, before, _ = todo[t]
+        if what == "keep":
+            r = dict(before)
+        elif t in by_new:
+            r = fuzz_rows.merged(before, by_new[t], here)
+        else:
+            continue
+        if t in srcs:
+            # The commit whose tree built this very binary (it ran here, or
+            # its sha256 matched the row's): staleness counts from there.
+            r["build_id"], r["sha256"] = ids[t]
+            r["sources"], r["flags"], r["checked"] = srcs[t], flags, here
+        rows.append(r)
     try:
         clang = subprocess.run(["clang++", "-dumpversion"], capture_output=True, text=True).stdout.strip()
     except OSError:
@@ -47,4 +101,7 @@ def fuzz(ctx) -> dict:
     cap = os.environ.get("FUZZ_BENCH_SECONDS") or None
     return {"runs": runs, "rc": rc, "clang": clang, "cpus": os.cpu_count(), "jobs": int(jobs),
             "seconds_cap": int(cap) if cap and cap.isdigit() else None, "targets": rows,
-            "commands": [f"FUZZ_BENCH_RUNS={runs} FUZZ_JOBS={jobs} scripts/fuzz.sh bench {' '.join(targets)}"]}
+            "kept": kept, "ran": need,
+            "commands": [f"FUZZ_BENCH_RUNS={runs} FUZZ_JOBS={jobs} "
+                         + " ".join(f"FUZZ_BENCH_RUNS_{t}={todo[t][2]}" for t in need if todo[t][2] != runs)
+                         + f" scripts/fuzz.sh bench {' '.join(need)}"]}
