@@ -40,6 +40,9 @@
 #   FUZZ_BENCH_RUNS=N, SOAK_MINUTES=M   the fuzz and soak sizes
 #   FUZZ_JOBS=N                         fuzz targets run at a time (one per CPU)
 #   FUZZ_BENCH_SECONDS=S                a target stops after S s, short of its executions
+#   FUZZ_BENCH_MINUTES=M                the fuzz section's time box: targets run shortest
+#                                       first and none past M minutes; the rest are resumed
+#                                       by the next run on the same binaries
 #
 # `python3 -m jankbench --render` (from bench/, no root) renders what is
 # stored without measuring anything.
@@ -155,7 +158,7 @@ done
 # --- 3. run ---------------------------------------------------------------------------
 # How the run was asked for, kept in each stored result's provenance.
 knobs=()
-for v in BENCH_QUICK BENCH_ONLY BENCH_SKIP FUZZ_BENCH_RUNS FUZZ_BENCH_SECONDS FUZZ_JOBS SOAK_MINUTES; do
+for v in BENCH_QUICK BENCH_ONLY BENCH_SKIP FUZZ_BENCH_RUNS FUZZ_BENCH_SECONDS FUZZ_BENCH_MINUTES FUZZ_JOBS SOAK_MINUTES; do
   if [[ -n ${!v:-} ]]; then knobs+=("$v=${!v}"); fi
 done
 if [[ -n ${MAKELEVEL:-} ]]; then

@@ -22,6 +22,9 @@
 #                    corpus_kb (the bench's fuzz scenario stores them)
 #   FUZZ_BENCH_RUNS_<TARGET>=N  bench mode: that target runs N executions
 #                    (the bench resumes a row cut short on the same binary)
+#   FUZZ_BENCH_DEADLINE=EPOCH  bench mode: no target runs past this time (in
+#                    seconds since the epoch); one not started by then is
+#                    left with no executions (the bench's FUZZ_BENCH_MINUTES)
 #   FUZZ_BENCH_SECONDS=S  bench mode: a target stops after S seconds if its
 #                    executions are not done by then (no limit); its row
 #                    has the executions it reached, and is short of the goal
@@ -127,24 +130,34 @@ run_target() {
   local -a args=(-max_len="$(max_len "$t")" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
                  -artifact_prefix="$art/")
   mkdir -p "$art" "$out/logs"
-  rm -f "$art"/*
+  rm -f "$art"/* "$log" "$log.big"  # an earlier run's counts are not this one's
   if [[ ! -x $bin ]]; then
     echo "fuzz: $bin is not built (make fuzz-bin)" >&2
     return 1
   fi
-  local rc=0
+  local rc=0 late=0
+  # Past FUZZ_BENCH_DEADLINE a target does not start: its row has no
+  # executions, and the bench resumes it next time.
+  if [[ $mode == bench && -n ${FUZZ_BENCH_DEADLINE:-} ]] && (( FUZZ_BENCH_DEADLINE <= $(date +%s) )); then
+    late=1
+  fi
   # The large inputs, once each.
-  if compgen -G "$out/big/$t/*" >/dev/null; then
+  if [[ $late -eq 0 ]] && compgen -G "$out/big/$t/*" >/dev/null; then
     "$bin" -rss_limit_mb=2048 -timeout=30 -artifact_prefix="$art/" "$out/big/$t"/* >"$log.big" 2>&1 || rc=$?
     [[ $rc -eq 0 ]] || echo "fuzz: $t FAILED on a generated large input (see $log.big)" >&2
   fi
-  local corpus rv
+  local corpus rv cap left
   case $mode in
     smoke) corpus=$(mktemp -d "$out/smoke-$t.XXXXXX"); args+=(-max_total_time="${FUZZ_SMOKE_SECONDS:-10}") ;;
     run)   corpus=$out/corpus/$t; args+=(-max_total_time="${FUZZ_SECONDS:-60}") ;;
     bench) corpus=$out/corpus/$t; rv=FUZZ_BENCH_RUNS_$t
            args+=(-runs="${!rv:-${FUZZ_BENCH_RUNS:-10000000}}")
-           [[ -z ${FUZZ_BENCH_SECONDS:-} ]] || args+=(-max_total_time="$FUZZ_BENCH_SECONDS")
+           cap=${FUZZ_BENCH_SECONDS:-}
+           if [[ -n ${FUZZ_BENCH_DEADLINE:-} ]]; then
+             left=$(( FUZZ_BENCH_DEADLINE - $(date +%s) ))
+             [[ -n $cap && $cap -le $left ]] || cap=$left
+           fi
+           [[ -z $cap || $late -eq 1 ]] || args+=(-max_total_time="$(( cap > 1 ? cap : 1 ))")
            # No allocation stacks kept for reports: a fifth of an execution's
            # time. A crash is rerun from its artifact to get them.
            export ASAN_OPTIONS=${ASAN_OPTIONS:-malloc_context_size=0} ;;
@@ -153,7 +166,7 @@ run_target() {
   mkdir -p "$corpus"
   local t0 t1
   t0=$(date +%s.%N)
-  if [[ $rc -eq 0 ]]; then
+  if [[ $rc -eq 0 && $late -eq 0 ]]; then
     # New inputs go to the first folder; the checked-in seeds stay as they are.
     "$bin" "${args[@]}" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
   fi
@@ -171,7 +184,9 @@ run_target() {
   files=$(find "$corpus" -type f | wc -l)
   bytes=$(du -sk --apparent-size "$corpus" | cut -f1)
   [[ $mode == smoke ]] && rm -rf "$corpus"
-  if [[ $interrupted -eq 1 ]]; then
+  if [[ $late -eq 1 ]]; then
+    echo "fuzz: $t not started: FUZZ_BENCH_DEADLINE has passed" >&2
+  elif [[ $interrupted -eq 1 ]]; then
     echo "fuzz: $t interrupted after ${execs:-?} executions" >&2
   elif [[ $rc -ne 0 ]]; then
     echo "fuzz: $t FAILED (exit $rc): $(grep -m1 -E 'ERROR|SUMMARY|runtime error' "$log" "$log.big" 2>/dev/null)" >&2

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 
 from .. import builds, config, fuzz_rows, procs
 from ..goals import fuzz_targets
@@ -55,11 +56,16 @@ def fuzz(ctx) -> dict:
                 pass  # no dependency files: the row is judged by the section's commit
     prev = _previous_rows()
     todo = fuzz_rows.plan(prev, ids, targets, runs)
-    # The longest first (by the rate of the row before), so that two jobs
-    # end together rather than one waiting on the slowest target alone.
+    # By the time each needs at the rate of the row before (unknown: the
+    # longest). Longest first, so that the jobs end together rather than
+    # one waiting on the slowest target alone; within FUZZ_BENCH_MINUTES,
+    # shortest first, so that as many targets as the time allows reach the
+    # goal, the rest resumed next time.
     need = [t for t in targets if todo[t][0] != "keep"]
     rate = {r["target"]: r.get("exec_per_s") or 0 for r in prev}
-    need.sort(key=lambda t: -(todo[t][2] / rate[t] if rate.get(t) else float("inf")))
+    minutes = os.environ.get("FUZZ_BENCH_MINUTES") or ""
+    boxed = minutes.isdigit() and int(minutes) > 0
+    need.sort(key=lambda t: (todo[t][2] / rate[t] if rate.get(t) else float("inf")) * (1 if boxed else -1))
     kept = [t for t in targets if todo[t][0] == "keep"]
     say(f"fuzzing: {len(targets)} targets, {runs:,} executions each; the same binary's row kept: "
         f"{', '.join(kept) or 'none'}; resumed: {', '.join(t for t in need if todo[t][0] == 'resume') or 'none'}")
@@ -73,6 +79,8 @@ def fuzz(ctx) -> dict:
             # process, so its executions and exec/s are those of one core.
             env = {**os.environ, "FUZZ_BENCH_RUNS": str(runs), "FUZZ_JSON": lines, "FUZZ_JOBS": jobs,
                    **{f"FUZZ_BENCH_RUNS_{t}": str(todo[t][2]) for t in need}}
+            if boxed:
+                env["FUZZ_BENCH_DEADLINE"] = str(int(time.time()) + 60 * int(minutes))
             rc = subprocess.run([os.path.join(config.ROOT, "scripts", "fuzz.sh"), "bench", *need],
                                 cwd=config.ROOT, env=env, stdout=subprocess.DEVNULL).returncode
             rows_new = [json.loads(l) for l in open(lines)] if os.path.exists(lines) else []
@@ -100,8 +108,10 @@ def fuzz(ctx) -> dict:
         clang = "?"
     cap = os.environ.get("FUZZ_BENCH_SECONDS") or None
     return {"runs": runs, "rc": rc, "clang": clang, "cpus": os.cpu_count(), "jobs": int(jobs),
-            "seconds_cap": int(cap) if cap and cap.isdigit() else None, "targets": rows,
+            "seconds_cap": int(cap) if cap and cap.isdigit() else None,
+            "minutes_box": int(minutes) if boxed else None, "targets": rows,
             "kept": kept, "ran": need,
             "commands": [f"FUZZ_BENCH_RUNS={runs} FUZZ_JOBS={jobs} "
+                         + (f"FUZZ_BENCH_DEADLINE=<start + {minutes} min> " if boxed else "")
                          + " ".join(f"FUZZ_BENCH_RUNS_{t}={todo[t][2]}" for t in need if todo[t][2] != runs)
                          + f" scripts/fuzz.sh bench {' '.join(need)}"]}
