@@ -27,7 +27,6 @@ SECTIONS = [
     ("node", "7d. Stacks: node, cold then warm", s2.node),
     ("hotspot", "7e. Stacks: the Java frame reader", s3.hotspot),
     ("jvm", "7f. Stacks: a JVM's loop threads, no flags", s3.jvm),
-    ("capture_ring", "8. Records under an off-CPU flood (issue 10, M5)", None),
     ("soak", "9. Soak: 20 processes, 10 janks a second, stacks on (issue 10)", s2.soak),
     ("frames", "10. Frames of Wayland clients (issue 28)", s2.frames),
     ("causes", "11. Causes: each planted cause, 20 trials (issue 27)", s3.causes),

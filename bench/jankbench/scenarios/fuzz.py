@@ -54,6 +54,9 @@ def fuzz(ctx) -> dict:
                 srcs[t] = fuzz_rows.sources(t, layout[t][0], fuzz_out)
             except (OSError, KeyError):
                 pass  # no dependency files: the row is judged by the section's commit
+    # The tree the binaries were built from, read before the hours of
+    # running: a commit made meanwhile is not what ran.
+    here = {"commit": builds.Git().head(), "date": procs.utc_now()}
     prev = _previous_rows()
     todo = fuzz_rows.plan(prev, ids, targets, runs)
     # By the time each needs at the rate of the row before (unknown: the
@@ -84,8 +87,6 @@ def fuzz(ctx) -> dict:
             rc = subprocess.run([os.path.join(config.ROOT, "scripts", "fuzz.sh"), "bench", *need],
                                 cwd=config.ROOT, env=env, stdout=subprocess.DEVNULL).returncode
             rows_new = [json.loads(l) for l in open(lines)] if os.path.exists(lines) else []
-    git = builds.Git()
-    here = {"commit": git.head(), "date": procs.utc_now()}
     by_new = {r["target"]: r for r in rows_new}
     rows = []
     for t in targets:
