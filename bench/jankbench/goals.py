@@ -385,7 +385,8 @@ def _fuzz(fz, targets: list[str] | None = None):
     """Every target the Makefile has, each FUZZ_GOAL_RUNS executions or more,
     none with a crash, leak, timeout or out-of-memory (fuzz.sh's exit)."""
     targets = fuzz_targets() if targets is None else targets
-    rows = {r["target"]: r for r in fz["targets"]}
+    # A row with no executions is a target a time box never started.
+    rows = {r["target"]: r for r in fz["targets"] if r["executions"] or r["crashes"] or r["rc"]}
     missing = [t for t in targets if t not in rows]
     short = [t for t in targets if t in rows and rows[t]["executions"] < FUZZ_GOAL_RUNS]
     stopped = [t for t in targets if t in rows and fuzz_interrupted(rows[t])]

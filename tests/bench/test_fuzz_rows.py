@@ -105,3 +105,13 @@ def test_the_makefile_says_what_every_fuzz_target_is_built_from():
     assert "stack/maps" in layout["fuzz_maps"][0] and "-fsanitize=address" in flags
     for objs, _ in layout.values():
         assert all(os.path.exists(os.path.join(ROOT, "src", o + ".cpp")) for o in objs), objs
+
+
+def test_a_target_the_time_box_never_started_never_ran():
+    rows = [row("fuzz_a"), row("fuzz_b", execs=0)]
+    fig, ok = goals._fuzz({"targets": rows}, targets=["fuzz_a", "fuzz_b"])
+    assert not ok and "1 of the Makefile's 2 targets ran" in fig and "never ran: fuzz_b" in fig, fig
+    # One that failed before its first execution still shows as failed.
+    rows[1] = row("fuzz_b", execs=0, rc=1, crashes=1)
+    fig, ok = goals._fuzz({"targets": rows}, targets=["fuzz_a", "fuzz_b"])
+    assert not ok and "failed: fuzz_b" in fig, fig
