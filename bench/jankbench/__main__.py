@@ -55,7 +55,7 @@ def selection(only: str, skip: str) -> list[str]:
 
 def paths() -> tuple[str, str, list[str]]:
     """(directory to store in, markdown to write, directories to render from)."""
-    out_dir = os.environ.get("BENCH_RESULTS_DIR") or (config.QUICK_DIR if config.QUICK else config.RESULTS_DIR)
+    out_dir = config.store_dir()
     md = os.environ.get("BENCH_RESULTS") or (config.QUICK_MD if config.QUICK else config.RESULTS_MD)
     return out_dir, md, [config.RESULTS_DIR] + ([out_dir] if out_dir != config.RESULTS_DIR else [])
 

@@ -31,6 +31,12 @@ for _d in ("tests/pylib", "tests/e2e"):
         sys.path.insert(0, os.path.join(ROOT, _d))
 
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+
+
+def store_dir() -> str:
+    """Where a run stores its results (and finds the ones it resumes)."""
+    return os.environ.get("BENCH_RESULTS_DIR") or (QUICK_DIR if QUICK else RESULTS_DIR)
+
 ROUNDS = 2 if QUICK else 5             # throughput and tax rounds
 STARTUP_REPS = 3 if QUICK else 7
 RUN_S = 0.7 if QUICK else 1.2          # target length of one workload run

@@ -9,7 +9,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from jankbench import builds, fuzz_rows, goals  # noqa: E402
+from jankbench import fuzz_rows, goals  # noqa: E402
+from test_render import FakeGit  # noqa: E402  (pytest puts this folder on sys.path)
 
 RUNS = 10_000_000
 
@@ -51,20 +52,6 @@ def test_a_resumed_row_adds_its_runs_up():
     assert ok, fig
     # A fresh run: one entry.
     assert len(fuzz_rows.merged(None, new, {"commit": "c" * 40, "date": "d3"})["runs"]) == 1
-
-
-class FakeGit:
-    def __init__(self, later=(), dirty=None, ancestor=True):
-        self.later, self.dirty, self.ancestor = list(later), dirty or {}, ancestor
-
-    def is_ancestor(self, commit, of="HEAD"):
-        return self.ancestor
-
-    def commits_since(self, commit, paths):
-        return [c for c, p in self.later if builds.under(p, paths)]
-
-    def dirty_files(self):
-        return dict(self.dirty)
 
 
 def test_a_row_is_stale_only_when_its_own_sources_change():

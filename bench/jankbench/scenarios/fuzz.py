@@ -14,19 +14,14 @@ import subprocess
 import tempfile
 import time
 
-from .. import builds, config, fuzz_rows, procs
+from .. import builds, config, fuzz_rows, procs, store
 from ..goals import fuzz_targets
 from ..procs import say
 
 
 def _previous_rows() -> list[dict]:
     """The fuzz rows stored where this run stores its own."""
-    out_dir = os.environ.get("BENCH_RESULTS_DIR") or (config.QUICK_DIR if config.QUICK else config.RESULTS_DIR)
-    try:
-        with open(os.path.join(out_dir, "fuzz.json")) as f:
-            entry = json.load(f)
-    except (OSError, ValueError):
-        return []
+    entry = store.load(config.store_dir()).get("fuzz") or {}
     prov = entry.get("provenance") or {}
     rows = entry.get("data", {}).get("targets") or []
     # Rows stored before they listed their runs ran in that entry's run.
@@ -97,10 +92,11 @@ def fuzz(ctx) -> dict:
             r = fuzz_rows.merged(before, by_new[t], here)
         else:
             continue
+        if t in ids:
+            r["build_id"], r["sha256"] = ids[t]
         if t in srcs:
             # The commit whose tree built this very binary (it ran here, or
             # its sha256 matched the row's): staleness counts from there.
-            r["build_id"], r["sha256"] = ids[t]
             r["sources"], r["flags"], r["checked"] = srcs[t], flags, here
         rows.append(r)
     try:
