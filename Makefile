@@ -115,16 +115,19 @@ test: deps
 	@# The arm64 libraries too: unit tests replay arm64 captures against them.
 	@$(MAKE) --no-print-directory arm64-deps
 	@$(MAKE) --no-print-directory all unit-bin apps
-	@/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/bench  # the bench's renderer and goals: pure, seconds
-	@# One goal per make: builds inside a goal run in parallel, the test
-	@# suites one after the other (their timing checks want the CPUs).
-	@# The kernel lane (make kernels) last: Debian 12's 6.1 kernels under
-	@# qemu, about 7 minutes for both arches on the 2-core test VM.
-	@# deb-check builds the package (about 75 s) and installs it with dpkg.
+	@# The bench's renderer and goals, and the suites' runner: pure, seconds.
+	@/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/bench tests/scripts
+	@# Two lanes at once (scripts/run-suites.sh): the suites with timing
+	@# checks one after the other in front; beside them, at nice 19 in a
+	@# session of their own, the suites that only compute (the fuzz targets'
+	@# build and smoke run, the package build and install, the arm64 cross
+	@# build and its unit tests under qemu-user), which the front's mostly
+	@# sleeping targets leave a core for. Then the kernel lane alone: Debian
+	@# 12's 6.1 kernels under qemu TCG, whose guests' clocks want the CPUs.
 	@# Each suite's wall time, so what makes `make test` long can be seen.
-	@for goal in unit fuzz-smoke e2e package-check deb-check arm64-check kernels; do \
-	  t0=$$(date +%s); $(MAKE) --no-print-directory $$goal || exit 1; \
-	  echo "test: $$goal took $$(( $$(date +%s) - t0 )) s"; done
+	@MAKE="$(MAKE)" scripts/run-suites.sh "unit e2e package-check" "fuzz-smoke deb-check arm64-check"
+	@t0=$$(date +%s); $(MAKE) --no-print-directory kernels || exit 1; \
+	  echo "test: kernels took $$(( $$(date +%s) - t0 )) s"
 
 # Both architectures from day one: the arm64 cross-build must build and its
 # pure-logic unit tests pass under qemu-aarch64 (x86_64 hosts only).
