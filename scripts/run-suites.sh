@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make test's suites in two lanes at once, because on the 2-core test VM one
 # after the other they leave a core idle most of the time: the end-to-end
-# suite is ~17 minutes of wall time but ~5 of CPU (its targets sleep, wait
+# suite is ~16 minutes of wall time but ~5 of CPU (its targets sleep, wait
 # and run on a schedule), while the package build, the arm64 cross-build and
 # the fuzz targets' build are CPU and nothing else.
 #
@@ -13,8 +13,9 @@
 # leaves, so the front's timing checks see the same CPU share as when run
 # alone (an autogroup's weight at nice 19 is 15 against 1024 at 0). Their
 # output goes to build/test-logs/GOAL.log (SUITE_LOG_DIR=DIR: there),
-# printed whole once the front is done. Each lane stops at its first failing goal; a front failure stops the
-# back lane too. Exit 0 when every goal passed, 1 otherwise; 2 on bad usage.
+# printed whole once the front is done. Each lane stops at its first
+# failing goal; a front failure stops the back lane too. Exit 0 when every
+# goal passed, 1 otherwise; 2 on bad usage.
 set -uo pipefail
 
 if [[ $# -ne 2 ]]; then

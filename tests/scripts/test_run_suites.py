@@ -10,8 +10,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "run-suites.sh")
 
-# okN sleeps N tenths of a second and passes, failN the same and exits 3; each prints its
-# nice value, session id and the MAKEFLAGS it was given.
+# okN sleeps N tenths of a second and passes, failN the same and exits 3;
+# each prints its nice value, session id and the MAKEFLAGS it was given.
 FAKE_MAKE = r"""#!/bin/bash
 g=${@: -1}
 echo "goal=$g nice=$(nice) sid=$(ps -o sid= $$ | tr -d ' ') flags=[$MAKEFLAGS]"
