@@ -30,9 +30,6 @@ constexpr uint32_t kDebugAnnotations = 4, kType = 9, kTrackUuid = 11, kCategorie
 constexpr uint64_t kSliceBegin = 1, kSliceEnd = 2, kInstant = 3;
 }  // namespace te
 
-// PerfSample packets: a stack log's counts are claims, not packets to make.
-constexpr uint64_t kMaxSamplesPerTask = 10'000, kMaxSamplesPerTrace = 2'000'000;
-
 constexpr uint64_t kProcessUuidBase = 0x6a62000000000000ULL;  // "jb"
 constexpr uint64_t kThreadUuidBase = 0x6a63000000000000ULL;
 constexpr uint64_t kOtherUuidBase = 0x6a64000000000000ULL;
@@ -297,7 +294,7 @@ std::vector<TraceWindow> trace_windows(const Run& run) {
   return out;
 }
 
-std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched) {
+std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched, const SampleLimits& limits) {
   Packets out;
   // 1. The interned frames and callstacks, first on their sequence.
   {
@@ -347,7 +344,7 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
   }
   // 3. Each jank and hang, its off-CPU periods and its samples.
   uint64_t flow = 1;
-  uint64_t samples_left = kMaxSamplesPerTrace;
+  uint64_t samples_left = limits.per_trace;
   for (const auto& t : run.tasks) {
     const auto& r = t.rec;
     const bool hang = r.kind == TaskRecord::Kind::Hang;
@@ -448,11 +445,11 @@ std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched
     event(out, end, te::kSliceEnd, uuid, "");
     // The samples: a stack log has no times, so its samples are spread
     // evenly over the task. A count is the log's word, not a packet each:
-    // past kMaxSamplesPerTask (or what is left of kMaxSamplesPerTrace)
+    // past limits.per_task (or what is left of limits.per_trace)
     // every stack keeps its share, so the flame graph keeps its shape.
     uint64_t claimed = 0;
     for (const auto& s : t.samples) claimed += s.time_ns ? 1 : s.count;
-    const uint64_t allowed = std::min<uint64_t>({claimed, kMaxSamplesPerTask, samples_left});
+    const uint64_t allowed = std::min<uint64_t>({claimed, limits.per_task, samples_left});
     auto emitted = [&](const Sample& s) -> uint64_t {
       const uint64_t n = s.time_ns ? 1 : s.count;
       if (allowed == claimed || !n) return n;

@@ -8,6 +8,7 @@
 // clock of the records (begin_monotonic_ns) and of jankbpf's ftrace instance.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,14 @@
 
 namespace jankbpf::report {
 
-std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched);
+// PerfSample packets: a stack log's counts are claims, not packets to make.
+// Past a bound every stack keeps its share, so the flame graph keeps its
+// shape. Tests pass small bounds to reach them with small inputs.
+struct SampleLimits {
+  uint64_t per_task = 10'000, per_trace = 2'000'000;
+};
+
+std::string render_perfetto(const Run& run, const std::vector<SchedEvent>& sched, const SampleLimits& limits = {});
 
 // The trace files (.dat) the run's records name, with the window of each
 // to convert: from 2 s before its task to 1 s after.

@@ -1,7 +1,7 @@
 // A stack log as whoever copied it to the reporting machine likes (deep
 // chains, huge counts and levels, broken frames): `jankbpf report` must
 // parse it within StackLogLimits, and a Run holding it must render a
-// Perfetto trace of bounded size.
+// Perfetto trace of bounded size (within SampleLimits).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -40,9 +40,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   r.duration_ms = 200;
   r.sampled = std::move(full);
   run.add(r);
-  std::string trace = render_perfetto(run, {});
-  // 10,000 samples a task at most, each packet a few dozen bytes, plus the
-  // interned stacks (bounded by the input).
-  if (trace.size() > 10'000u * 64 + 64 * size + 4096) abort();
+  // Small sample bounds too, as for the parser: at the shipped 10,000 a
+  // task, each input with a large count spent its time making packets.
+  const SampleLimits samples{.per_task = 64, .per_trace = 64};
+  std::string trace = render_perfetto(run, {}, samples);
+  // 64 samples at most, each packet a few dozen bytes, plus the interned
+  // stacks (bounded by the input).
+  if (trace.size() > samples.per_task * 64 + 64 * size + 4096) abort();
   return 0;
 }

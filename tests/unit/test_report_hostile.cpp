@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -119,6 +120,82 @@ TEST_CASE("a count of 4e9 in a stack log makes a bounded Perfetto trace", "[repo
   std::string trace = render_perfetto(run, {});
   INFO("trace of " << trace.size() << " bytes");
   CHECK(trace.size() < (4u << 20));
+}
+
+namespace {
+
+// The callstack iid of each PerfSample packet in a trace, in order: the
+// wire format walked by hand (Trace.packet = 1, TracePacket.perf_sample =
+// 66, PerfSample.callstack_iid = 4).
+bool read_varint(std::string_view b, size_t* at, uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; *at < b.size() && shift < 64; shift += 7) {
+    const auto c = static_cast<unsigned char>(b[(*at)++]);
+    *v |= uint64_t{c & 0x7fu} << shift;
+    if (!(c & 0x80)) return true;
+  }
+  return false;
+}
+
+// Calls fn(field, bytes) for each length-delimited field; skips the rest.
+template <typename Fn>
+bool walk(std::string_view b, Fn fn) {
+  size_t at = 0;
+  while (at < b.size()) {
+    uint64_t key, v;
+    if (!read_varint(b, &at, &key)) return false;
+    switch (key & 7) {
+      case 0: if (!read_varint(b, &at, &v)) return false; fn(key >> 3, std::string_view{}, v); break;
+      case 1: at += 8; break;
+      case 5: at += 4; break;
+      case 2:
+        if (!read_varint(b, &at, &v) || v > b.size() - at) return false;
+        fn(key >> 3, b.substr(at, v), 0);
+        at += v;
+        break;
+      default: return false;
+    }
+  }
+  return at == b.size();
+}
+
+std::vector<uint64_t> sample_callstacks(std::string_view trace) {
+  std::vector<uint64_t> iids;
+  bool ok = walk(trace, [&](uint64_t f, std::string_view packet, uint64_t) {
+    if (f != 1) return;
+    walk(packet, [&](uint64_t pf, std::string_view sample, uint64_t) {
+      if (pf != 66) return;
+      walk(sample, [&](uint64_t sf, std::string_view, uint64_t v) {
+        if (sf == 4) iids.push_back(v);
+      });
+    });
+  });
+  REQUIRE(ok);
+  return iids;
+}
+
+}  // namespace
+
+TEST_CASE("PerfSample packets stop at their bounds, each stack keeping its share", "[report][hostile]") {
+  auto stacks = parse_stack_log("300 #0 pc 1 /a(f+1)\n100 #0 pc 2 /a(g+1)\n");
+  REQUIRE(stacks.size() == 2);
+  Run run;
+  TaskRecord r;
+  r.proc.pid = r.tid = 7;
+  r.begin_mono_ns = 1'000'000'000;
+  r.duration_ms = 200;
+  r.sampled = stacks;
+  for (int i = 0; i < 3; i++) run.add(r);
+  // 400 claimed a task: 40 packets for each of the first two, 20 left for the third.
+  auto iids = sample_callstacks(render_perfetto(run, {}, SampleLimits{.per_task = 40, .per_trace = 100}));
+  REQUIRE(iids.size() == 100);
+  std::map<uint64_t, int> per_stack;
+  for (size_t i = 0; i < 40; i++) per_stack[iids[i]]++;
+  REQUIRE(per_stack.size() == 2);
+  CHECK(per_stack.begin()->second == 30);  // 300 of 400
+  CHECK(per_stack.rbegin()->second == 10);
+  // Under the bounds, every claimed sample is a packet.
+  CHECK(sample_callstacks(render_perfetto(run, {})).size() == 3 * 400);
 }
 
 TEST_CASE("JSON lines: too long, too deep, too many files are bounded", "[report][hostile]") {
