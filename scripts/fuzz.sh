@@ -19,7 +19,7 @@
 #   FUZZ_TABLE=FILE  also write the table there
 #   FUZZ_JSON=FILE   and one JSON line per target there: target, executions,
 #                    exec_per_s, seconds (wall), crashes, rc, corpus_files,
-#                    corpus_kb (the bench's fuzz scenario stores them)
+#                    corpus_kb, workers (the bench's fuzz scenario stores them)
 #   FUZZ_BENCH_RUNS_<TARGET>=N  bench mode: that target runs N executions
 #                    (the bench resumes a row cut short on the same binary)
 #   FUZZ_BENCH_DEADLINE=EPOCH  bench mode: no target runs past this time (in
@@ -31,6 +31,10 @@
 #   FUZZ_JOBS=N      targets run N at a time (1); the table keeps the
 #                    targets' order. 10 M executions of every target take
 #                    about two hours on one core of this 2-core VM.
+#   FUZZ_WORKERS=N   each target runs as N libFuzzer processes (1) on its one
+#                    corpus, each with its share of the executions (bench) or
+#                    the whole time (smoke, run); its row sums their
+#                    executions and exec/s. For fewer targets than cores.
 #
 # Without TARGETs: every target in the Makefile's FUZZ_TARGETS.
 set -uo pipefail
@@ -150,8 +154,7 @@ run_target() {
   case $mode in
     smoke) corpus=$(mktemp -d "$out/smoke-$t.XXXXXX"); args+=(-max_total_time="${FUZZ_SMOKE_SECONDS:-10}") ;;
     run)   corpus=$out/corpus/$t; args+=(-max_total_time="${FUZZ_SECONDS:-60}") ;;
-    bench) corpus=$out/corpus/$t; rv=FUZZ_BENCH_RUNS_$t
-           args+=(-runs="${!rv:-${FUZZ_BENCH_RUNS:-10000000}}")
+    bench) corpus=$out/corpus/$t; rv=FUZZ_BENCH_RUNS_$t  # -runs: each worker's share, below
            cap=${FUZZ_BENCH_SECONDS:-}
            if [[ -n ${FUZZ_BENCH_DEADLINE:-} ]]; then
              left=$(( FUZZ_BENCH_DEADLINE - $(date +%s) ))
@@ -167,13 +170,31 @@ run_target() {
   local t0 t1
   t0=$(date +%s.%N)
   if [[ $rc -eq 0 && $late -eq 0 ]]; then
-    # New inputs go to the first folder; the checked-in seeds stay as they are.
-    "$bin" "${args[@]}" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
+    # New inputs go to the first folder; the checked-in seeds stay as they
+    # are. Workers share that folder (an input's name is its hash) and
+    # read each other's finds from it (libFuzzer's -reload).
+    local -a pids=() wargs
+    local w wrc runs=
+    [[ $mode == bench ]] && runs=${!rv:-${FUZZ_BENCH_RUNS:-10000000}}
+    for ((w = 0; w < workers; w++)); do
+      wargs=("${args[@]}")
+      [[ -z $runs ]] || wargs+=(-runs=$(( runs / workers + (w < runs % workers ? 1 : 0) )))
+      "$bin" "${wargs[@]}" "$corpus" "tests/fuzz/corpus/$t" >"$log.w$w" 2>&1 &
+      pids+=($!)
+    done
+    # The first failure's exit, else a signal's (72), else 0.
+    for w in "${!pids[@]}"; do
+      wrc=0
+      wait "${pids[$w]}" || wrc=$?
+      if [[ $wrc -ne 0 && ( $rc -eq 0 || $rc -eq 72 ) ]]; then rc=$wrc; fi
+    done
+    for ((w = 0; w < workers; w++)); do cat "$log.w$w"; rm -f "$log.w$w"; done > "$log"
   fi
   t1=$(date +%s.%N)
   local execs rate files bytes crashes interrupted=0
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" 2>/dev/null | tail -1)
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" 2>/dev/null | tail -1)
+  # One final stats block per worker: the row is their sum.
+  execs=$(awk -F: '/^stat::number_of_executed_units:/ { n += $NF; seen = 1 } END { if (seen) print n }' "$log" 2>/dev/null)
+  rate=$(awk -F: '/^stat::average_exec_per_sec:/ { n += $NF; seen = 1 } END { if (seen) print n }' "$log" 2>/dev/null)
   crashes=$(find "$art" -type f | wc -l)
   # libFuzzer's exit on SIGINT/SIGTERM (-interrupted_exitcode, 72): stopped
   # by someone, not a finding; its executions are those it reached.
@@ -199,18 +220,22 @@ run_target() {
   if [[ -n ${FUZZ_JSON:-} ]]; then
     # libFuzzer's rate is per whole second of its run: 0 for a run under one.
     [[ ${rate:-0} -gt 0 ]] || rate=$(awk "BEGIN { s = $t1 - $t0; print (s > 0 ? int(${execs:-0} / s) : 0) }")
-    printf '{"target":"%s","executions":%d,"exec_per_s":%d,"seconds":%.1f,"crashes":%d,"rc":%d,"interrupted":%d,"corpus_files":%d,"corpus_kb":%d}\n' \
-      "$t" "${execs:-0}" "${rate:-0}" "$(awk "BEGIN { print $t1 - $t0 }")" "$crashes" "$rc" "$interrupted" "$files" "$bytes" >> "$FUZZ_JSON"
+    printf '{"target":"%s","executions":%d,"exec_per_s":%d,"seconds":%.1f,"crashes":%d,"rc":%d,"interrupted":%d,"corpus_files":%d,"corpus_kb":%d,"workers":%d}\n' \
+      "$t" "${execs:-0}" "${rate:-0}" "$(awk "BEGIN { print $t1 - $t0 }")" "$crashes" "$rc" "$interrupted" "$files" "$bytes" "$workers" >> "$FUZZ_JSON"
   fi
 }
 
-mkdir -p "$out"
-[[ -z ${FUZZ_JSON:-} ]] || : > "$FUZZ_JSON"
-gen_big
 jobs=${FUZZ_JOBS:-1}
 if ! [[ $jobs =~ ^[1-9][0-9]?$ ]]; then
   echo "fuzz: FUZZ_JOBS must be a number from 1 to 99, not '$jobs'" >&2; exit 2
 fi
+workers=${FUZZ_WORKERS:-1}
+if ! [[ $workers =~ ^[1-9][0-9]?$ ]]; then
+  echo "fuzz: FUZZ_WORKERS must be a number from 1 to 99, not '$workers'" >&2; exit 2
+fi
+mkdir -p "$out"
+[[ -z ${FUZZ_JSON:-} ]] || : > "$FUZZ_JSON"
+gen_big
 if [[ $jobs -eq 1 ]]; then
   for t in "${targets[@]}"; do run_target "$t"; done
 else

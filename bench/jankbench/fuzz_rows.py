@@ -98,8 +98,11 @@ def plan(prev: list[dict], ids: dict[str, tuple[str, str]], targets: list[str], 
 def merged(before: dict | None, new: dict, run: dict) -> dict:
     """A target's row after this run: its executions, seconds and runs added
     to those of the row it resumes; exec/s over the sum; this run's exit,
-    crashes and corpus. `run` says where and when it ran (commit, date)."""
-    entry = {**run, "executions": new["executions"], "seconds": new["seconds"], "rc": new["rc"]}
+    crashes and corpus. `run` says where and when it ran (commit, date).
+    A run of several workers (processes on one corpus) counts all their
+    executions over its wall seconds."""
+    entry = {**run, "executions": new["executions"], "seconds": new["seconds"], "rc": new["rc"],
+             "workers": new.get("workers", 1)}
     if before is None:
         return {**new, "runs": [entry]}
     execs = before["executions"] + new["executions"]

@@ -172,7 +172,8 @@ def soak(doc, d):
 
 def _fuzz_ran(r) -> str:
     runs = r.get("runs") or []
-    said = "; ".join(f"{x['commit'][:7]} {str(x.get('date', ''))[:10]} ({x['executions']:,})" for x in runs) or "—"
+    said = "; ".join(f"{x['commit'][:7]} {str(x.get('date', ''))[:10]} ({x['executions']:,}"
+                     + (f", {x['workers']} processes" if x.get("workers", 1) > 1 else "") + ")" for x in runs) or "—"
     checked = (r.get("checked") or {}).get("commit")
     if checked and (not runs or runs[-1]["commit"] != checked):
         said += f"; same binary at {checked[:7]}"
@@ -181,7 +182,10 @@ def _fuzz_ran(r) -> str:
 
 def fuzz(doc, d):
     doc.p(f"Each libFuzzer target of the Makefile (tests/fuzz/, ASan+UBSan, clang {d['clang']}, built by "
-          f"`make fuzz-bin`) to {d['runs']:,} executions, {d.get('jobs', 1)} target(s) at a time, from its "
+          f"`make fuzz-bin`) to {d['runs']:,} executions, {d.get('jobs', 1)} target(s) at a time"
+          + (f" (this run: fewer targets than that, so each as {d['workers']} libFuzzer processes on its one "
+             "corpus, its executions and exec/s their sum)" if d.get("workers", 1) > 1 else "")
+          + ", from its "
           "seeds and the corpus kept in build/fuzz/corpus/, after one pass over the generated large inputs; "
           f"{d['cpus']} CPUs shared with the rest of the bench host. scripts/fuzz.sh exit status {d['rc']}. "
           "A row is one binary's (build-id: its GNU build-id): a run keeps a row whose binary this tree builds "

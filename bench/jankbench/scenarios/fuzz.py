@@ -70,12 +70,16 @@ def fuzz(ctx) -> dict:
     rows_new = []
     rc = 0
     jobs = os.environ.get("FUZZ_JOBS") or str(os.cpu_count() or 1)
+    # Fewer targets to run than jobs: each target as several processes on
+    # its corpus, so that no core idles while the last ones run.
+    workers = max(1, int(jobs) // len(need)) if need and jobs.isdigit() else 1
     if need:
         with tempfile.TemporaryDirectory(prefix="jankbpf-fuzz-") as tmp:
             lines = os.path.join(tmp, "fuzz.jsonl")
             # Targets side by side, one per CPU: each is one single-threaded
             # process, so its executions and exec/s are those of one core.
             env = {**os.environ, "FUZZ_BENCH_RUNS": str(runs), "FUZZ_JSON": lines, "FUZZ_JOBS": jobs,
+                   "FUZZ_WORKERS": str(workers),
                    **{f"FUZZ_BENCH_RUNS_{t}": str(todo[t][2]) for t in need}}
             if boxed:
                 env["FUZZ_BENCH_DEADLINE"] = str(int(time.time()) + 60 * int(minutes))
@@ -104,11 +108,12 @@ def fuzz(ctx) -> dict:
     except OSError:
         clang = "?"
     cap = os.environ.get("FUZZ_BENCH_SECONDS") or None
-    return {"runs": runs, "rc": rc, "clang": clang, "cpus": os.cpu_count(), "jobs": int(jobs),
+    return {"runs": runs, "rc": rc, "clang": clang, "cpus": os.cpu_count(), "jobs": int(jobs), "workers": workers,
             "seconds_cap": int(cap) if cap and cap.isdigit() else None,
             "minutes_box": int(minutes) if boxed else None, "targets": rows,
             "kept": kept, "ran": need,
             "commands": [f"FUZZ_BENCH_RUNS={runs} FUZZ_JOBS={jobs} "
+                         + (f"FUZZ_WORKERS={workers} " if workers > 1 else "")
                          + (f"FUZZ_BENCH_DEADLINE=<start + {minutes} min> " if boxed else "")
                          + " ".join(f"FUZZ_BENCH_RUNS_{t}={todo[t][2]}" for t in need if todo[t][2] != runs)
                          + f" scripts/fuzz.sh bench {' '.join(need)}"]}
