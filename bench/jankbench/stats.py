@@ -98,7 +98,8 @@ def where_symbols_added(d: dict, cfg: str, workload: str) -> list[tuple[str, flo
         for k in set(t["symbols"]) | set(b["symbols"]):
             v = t["symbols"].get(k, 0) * us / (t["n"] or 1) - b["symbols"].get(k, 0) * us / (b["n"] or 1)
             added[k] = added.get(k, 0.0) + v / len(pairs)
-    return sorted(((k, v) for k, v in added.items() if v > 0), key=lambda kv: -kv[1])
+    # Ties by name: a set's order changes with the hash seed, a render must not.
+    return sorted(((k, v) for k, v in added.items() if v > 0), key=lambda kv: (-kv[1], kv[0]))
 
 
 def where_server_added(d: dict, cfg: str, workload: str) -> float:
