@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
 
 #include "util/clock.h"
 #include "util/log.h"
@@ -34,8 +35,11 @@ bool ReportSink::start(std::string* error) {
   // The thread takes no signals: SIGCHLD of the watched command (and
   // SIGINT/SIGTERM) belong to the main thread's signalfd, and a thread
   // that left them unblocked would swallow them.
+  // A fault of its own still reaches the crash report (util/crash.h): a
+  // fault while SIGSEGV is blocked kills the process without a word.
   sigset_t all, old;
   sigfillset(&all);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) sigdelset(&all, sig);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   thread_ = std::thread([this] { run(); });
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -59,7 +63,9 @@ void ReportSink::emit(const TaskRecord& r) {
 void ReportSink::emit(const FrameRecord& r) {
   {
     std::lock_guard lk(mu_);
-    run_.add(r);
+    if (janky_frames_accepted_ >= Run::kMaxTasks) return;  // as Run::add(FrameRecord) keeps them
+    janky_frames_accepted_++;
+    pending_janky_frames_.push_back(r);
     dirty_ = true;
   }
   cv_.notify_all();
@@ -67,7 +73,14 @@ void ReportSink::emit(const FrameRecord& r) {
 
 void ReportSink::emit(const FrameBatch& b) {
   std::lock_guard lk(mu_);
-  run_.add(b);
+  for (const auto& [pid, p] : b.procs) pending_frame_procs_[pid] = p.comm;
+  for (const auto& f : b.frames) {
+    if (pending_frames_.size() >= Run::kMaxFrames) {  // the run would let them go too
+      pending_frames_.pop_front();
+      pending_frames_dropped_++;
+    }
+    pending_frames_.push_back(f);
+  }
 }
 
 void ReportSink::emit(const ExitRecord& r) {
@@ -95,11 +108,20 @@ void ReportSink::write_now(bool final) {
   std::lock_guard wl(write_mu_);
   std::vector<TaskRecord> tasks;
   std::vector<ExitRecord> exits;
+  std::vector<FrameRecord> janky;
+  FrameBatch batch;
   {
     // Only the hand-over happens under the lock emit() takes.
     std::lock_guard lk(mu_);
     tasks.swap(pending_tasks_);
     exits.swap(pending_exits_);
+    janky.swap(pending_janky_frames_);
+    batch.frames.assign(pending_frames_.begin(), pending_frames_.end());
+    pending_frames_.clear();
+    for (auto& [pid, comm] : pending_frame_procs_) batch.procs.push_back({pid, {std::move(comm), {}, {}}});
+    pending_frame_procs_.clear();
+    run_.frames_dropped += pending_frames_dropped_;
+    pending_frames_dropped_ = 0;
     dirty_ = false;
     if (summary_) run_.summary = summary_;
     run_.tasks_dropped = tasks_dropped_;
@@ -107,6 +129,8 @@ void ReportSink::write_now(bool final) {
   }
   for (auto& t : tasks) run_.add(std::move(t));
   for (auto& e : exits) run_.add(std::move(e));
+  for (auto& f : janky) run_.add(std::move(f));
+  run_.add(batch);
   const uint64_t t0 = monotonic_ns();
   std::string error;
   bool ok = writer_.write(run_, final, &error);

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <condition_variable>
+#include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -43,6 +45,14 @@ class ReportSink final : public Output {
     std::lock_guard wl(write_mu_);
     return run_.exits.size();
   }
+  size_t held_frames() {
+    std::lock_guard wl(write_mu_);
+    return run_.frames.size();
+  }
+  uint64_t dropped_frames() {
+    std::lock_guard wl(write_mu_);
+    return run_.frames_dropped;
+  }
 
   // The next rewrite waits at least this many render times: rendering (at
   // nice 10) takes at most 1/kRenderShare of the writer thread's time.
@@ -55,10 +65,16 @@ class ReportSink final : public Output {
   const int64_t min_interval_ms_;
   std::mutex mu_;  // what emit() touches: the pending records and the flags
   std::condition_variable cv_;
+  // Records wait here for the writer thread, which alone touches run_: a
+  // render reads run_ with no lock emit() takes (it once read run_.frames
+  // while emit() pushed to them, and crashed).
   std::vector<TaskRecord> pending_tasks_;
   std::vector<ExitRecord> pending_exits_;
-  size_t tasks_accepted_ = 0, exits_accepted_ = 0;
-  uint64_t tasks_dropped_ = 0, exits_dropped_ = 0;
+  std::vector<FrameRecord> pending_janky_frames_;
+  std::deque<FrameTiming> pending_frames_;  // the newest Run::kMaxFrames
+  std::map<pid_t, std::string> pending_frame_procs_;
+  size_t tasks_accepted_ = 0, exits_accepted_ = 0, janky_frames_accepted_ = 0;
+  uint64_t tasks_dropped_ = 0, exits_dropped_ = 0, pending_frames_dropped_ = 0;
   std::optional<SummaryRecord> summary_;
   bool dirty_ = false, stopping_ = false;
 

@@ -357,3 +357,52 @@ TEST_CASE("the live report sink: emit() never waits for a render; exits are boun
   CHECK(sink.held_exits() == Run::kMaxExits);
   CHECK(sink.held_tasks() == Run::kMaxTasks);
 }
+
+TEST_CASE("the live report sink: frames arriving during renders reach the run between them", "[report][hostile]") {
+  // Every frame of a 60 Hz client comes in batches while the writer thread
+  // renders. The run is the writer's alone: emit() once pushed frames into
+  // it while a render walked them, and jankbpf died of SIGSEGV (e2e
+  // test_frames, 2 runs of 6). Each render here walks 20,000 frames.
+  TempDir d;
+  ReportFiles files;
+  files.html = (d.path / "r.html").string();
+  files.perfetto = (d.path / "r.pftrace").string();
+  ReportSink sink(files, 0);
+  std::string error;
+  REQUIRE(sink.start(&error));
+  FrameRecord janky;
+  janky.proc.pid = 7;
+  janky.proc.name = "wl_frames";
+  janky.frame.pid = janky.frame.tid = 7;
+  janky.frame.surface = 3;
+  uint64_t number = 0, sent = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < until) {
+    FrameBatch b;
+    b.procs.push_back({7, {"wl_frames", "/bin/wl_frames", ""}});
+    for (int k = 0; k < 500; k++) {
+      FrameTiming f;
+      f.pid = f.tid = 7;
+      f.surface = 3;
+      f.number = ++number;
+      f.start_ns = 1'000'000'000 + number * 16'666'667;
+      f.end_ns = f.start_ns + 5'000'000;
+      f.deadline_ns = f.start_ns + 16'666'667;
+      f.interval_ns = 16'666'667;
+      b.frames.push_back(f);
+    }
+    sink.emit(b);
+    sent += b.frames.size();
+    janky.frame = b.frames.back();
+    janky.frame.janky = true;
+    sink.emit(janky);  // a rewrite is due
+  }
+  SummaryRecord s;
+  sink.emit(s);
+  INFO(sent << " frames sent");
+  REQUIRE(sent > Run::kMaxFrames);
+  // The newest kMaxFrames kept, the rest counted, none lost between.
+  CHECK(sink.held_frames() == Run::kMaxFrames);
+  CHECK(sink.dropped_frames() == sent - Run::kMaxFrames);
+  CHECK(fs::file_size(d.path / "r.html") > 1000);
+}
