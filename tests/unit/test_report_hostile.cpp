@@ -42,6 +42,18 @@ struct TempDir {
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 
+// A run of three 200 ms tasks of one thread, each with these samples.
+Run three_tasks_sampling(const std::vector<SampledStack>& stacks) {
+  Run run;
+  TaskRecord r;
+  r.proc.pid = r.tid = 7;
+  r.begin_mono_ns = 1'000'000'000;
+  r.duration_ms = 200;
+  r.sampled = stacks;
+  for (int i = 0; i < 3; i++) run.add(r);
+  return run;
+}
+
 // Each node of the chain has one sample of its own and the rest below it:
 // every node is a leaf, and a leaf's stack is its whole path.
 std::string deep_chain(size_t depth) {
@@ -109,14 +121,8 @@ TEST_CASE("a count of 4e9 in a stack log makes a bounded Perfetto trace", "[repo
   auto stacks = parse_stack_log("4000000000 #0 pc 1 /a(f+1)\n");
   REQUIRE(stacks.size() == 1);
   CHECK(stacks[0].count == StackLogLimits{}.max_count);
-  Run run;
-  TaskRecord r;
-  r.proc.pid = r.tid = 7;
-  r.begin_mono_ns = 1'000'000'000;
-  r.duration_ms = 200;
-  r.sampled = stacks;
-  r.sampled[0].count = 4'000'000'000u;  // as the live path could hand it too
-  for (int i = 0; i < 3; i++) run.add(r);
+  stacks[0].count = 4'000'000'000u;  // as the live path could hand it too
+  Run run = three_tasks_sampling(stacks);
   std::string trace = render_perfetto(run, {});
   INFO("trace of " << trace.size() << " bytes");
   CHECK(trace.size() < (4u << 20));
@@ -179,13 +185,7 @@ std::vector<uint64_t> sample_callstacks(std::string_view trace) {
 TEST_CASE("PerfSample packets stop at their bounds, each stack keeping its share", "[report][hostile]") {
   auto stacks = parse_stack_log("300 #0 pc 1 /a(f+1)\n100 #0 pc 2 /a(g+1)\n");
   REQUIRE(stacks.size() == 2);
-  Run run;
-  TaskRecord r;
-  r.proc.pid = r.tid = 7;
-  r.begin_mono_ns = 1'000'000'000;
-  r.duration_ms = 200;
-  r.sampled = stacks;
-  for (int i = 0; i < 3; i++) run.add(r);
+  Run run = three_tasks_sampling(stacks);
   // 400 claimed a task: 40 packets for each of the first two, 20 left for the third.
   auto iids = sample_callstacks(render_perfetto(run, {}, SampleLimits{.per_task = 40, .per_trace = 100}));
   REQUIRE(iids.size() == 100);
