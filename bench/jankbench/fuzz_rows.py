@@ -103,6 +103,8 @@ def merged(before: dict | None, new: dict, run: dict) -> dict:
     executions over its wall seconds."""
     entry = {**run, "executions": new["executions"], "seconds": new["seconds"], "rc": new["rc"],
              "workers": new.get("workers", 1)}
+    if new.get("starved"):  # timeouts the host's load made (scripts/fuzz.sh: replay_timeouts)
+        entry["starved"] = new["starved"]
     if before is None:
         return {**new, "runs": [entry]}
     execs = before["executions"] + new["executions"]

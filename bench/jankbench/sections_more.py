@@ -173,7 +173,8 @@ def soak(doc, d):
 def _fuzz_ran(r) -> str:
     runs = r.get("runs") or []
     said = "; ".join(f"{x['commit'][:7]} {str(x.get('date', ''))[:10]} ({x['executions']:,}"
-                     + (f", {x['workers']} processes" if x.get("workers", 1) > 1 else "") + ")" for x in runs) or "—"
+                     + (f", {x['workers']} processes" if x.get("workers", 1) > 1 else "")
+                     + (f", {x['starved']} timeouts starved" if x.get("starved") else "") + ")" for x in runs) or "—"
     checked = (r.get("checked") or {}).get("commit")
     if checked and (not runs or runs[-1]["commit"] != checked):
         said += f"; same binary at {checked[:7]}"
@@ -206,6 +207,10 @@ def fuzz(doc, d):
     for r in d["targets"]:
         if r.get("identity"):
             doc.p(f"{r['target']}'s build-id: {r['identity']}.", term=True)
+    if any(x.get("starved") for r in d["targets"] for x in r.get("runs") or []):
+        doc.p("'timeouts starved': libFuzzer's -timeout is wall time, and a unit that timed out while the host was "
+              "busier than its CPUs finished within it when run again alone (scripts/fuzz.sh replay_timeouts): "
+              "not a finding; the worker it stopped did not reach its share of the executions.", term=True)
     if any(fuzz_interrupted(r) for r in d["targets"]):
         doc.p(f"Exit {FUZZ_INTERRUPTED_EXIT} is libFuzzer's when a signal stops it (`-interrupted_exitcode`): "
               "the run was cut short there, with no input saved as a finding; its executions are the ones it "

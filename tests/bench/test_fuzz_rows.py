@@ -102,3 +102,13 @@ def test_a_target_the_time_box_never_started_never_ran():
     rows[1] = row("fuzz_b", execs=0, rc=1, crashes=1)
     fig, ok = goals._fuzz({"targets": rows}, targets=["fuzz_a", "fuzz_b"])
     assert not ok and "failed: fuzz_b" in fig, fig
+
+
+def test_a_run_cut_short_by_a_starved_timeout_is_resumed_and_says_so():
+    """scripts/fuzz.sh's replay_timeouts: a timeout not reproduced alone
+    leaves the row short (rc 0), resumed next time; its run says how many."""
+    new = row("fuzz_c", execs=3_000_000, starved=1)
+    r = fuzz_rows.merged(None, new, {"commit": "b" * 40, "date": "d2"})
+    assert r["runs"][0]["starved"] == 1 and not fuzz_rows.failed(r)
+    assert fuzz_rows.plan([{**r, "sha256": "s1"}], {"fuzz_c": ("b", "s1")}, ["fuzz_c"], RUNS)["fuzz_c"][0] == "resume"
+    assert "starved" not in fuzz_rows.merged(None, row("fuzz_c"), {"commit": "b" * 40, "date": "d2"})["runs"][0]

@@ -12,14 +12,28 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, "scripts", "fuzz.sh")
 
 # Runs as many "executions" as -runs says, at "that many per second"; the
-# worker given FAKE_FAIL_RUNS executions fails as a crash does (exit 1).
+# worker given FAKE_FAIL_RUNS executions fails as a crash does (exit 1), the
+# one given FAKE_TIMEOUT_RUNS as libFuzzer's timeout does (an artifact
+# timeout-*, exit 70). Run again on that artifact alone it passes, unless
+# FAKE_REPLAY_HANGS=1.
 FAKE_FUZZER = r"""#!/bin/bash
-runs=0
-for a in "$@"; do case $a in -runs=*) runs=${a#-runs=} ;; esac; done
-[[ $runs -gt 0 ]] || exit 0   # the generated large inputs, or smoke
+runs=0 prefix=
+for a in "$@"; do
+  case $a in
+    -runs=*) runs=${a#-runs=} ;;
+    -artifact_prefix=*) prefix=${a#-artifact_prefix=} ;;
+    */timeout-*) [[ ${FAKE_REPLAY_HANGS:-0} != 1 ]] || exit 70 ;;
+  esac
+done
+[[ $runs -gt 0 ]] || exit 0   # the generated large inputs, smoke, or a replay
 echo "stat::number_of_executed_units: $runs"
 echo "stat::average_exec_per_sec:     $runs"
 [[ $runs != "${FAKE_FAIL_RUNS:-}" ]] || { echo "==1==ERROR: AddressSanitizer: fake"; exit 1; }
+if [[ $runs == "${FAKE_TIMEOUT_RUNS:-}" ]]; then
+  echo "==1== ERROR: libFuzzer: timeout after 13 seconds"
+  echo slow > "${prefix}timeout-0123abcd"
+  exit 70
+fi
 """
 
 
@@ -72,3 +86,30 @@ def test_a_bad_worker_count_is_refused(fuzz_build, bad):
     rc, out, _ = run(fuzz_build, bad, 10)
     assert rc == 2, out
     assert f"FUZZ_WORKERS must be a number from 1 to 99, not '{bad}'" in out, out
+
+
+def test_a_timeout_that_does_not_come_again_is_the_hosts_load(fuzz_build):
+    """A unit starved past -timeout on a busy host (a 38 ms input "timed out
+    after 13 s" beside the e2e suite): run again alone it passes, so it is
+    counted as starved, kept aside, and the target's row is not a failure."""
+    rc, out, rows = run(fuzz_build, 2, 1001, FAKE_TIMEOUT_RUNS="500")
+    assert rc == 0, out
+    r = rows[0]
+    assert r["rc"] == 0 and r["crashes"] == 0 and r["starved"] == 1 and r["executions"] == 1001, r
+    assert "1 timeout(s) not reproduced when run again alone" in out, out
+    assert os.listdir(fuzz_build / "starved" / "fuzz_fake") == ["timeout-0123abcd"], out
+    assert os.listdir(fuzz_build / "artifacts" / "fuzz_fake") == [], out
+
+
+def test_a_timeout_that_comes_again_is_a_finding(fuzz_build):
+    rc, out, rows = run(fuzz_build, 2, 1001, FAKE_TIMEOUT_RUNS="500", FAKE_REPLAY_HANGS="1")
+    assert rc != 0, out
+    assert rows[0]["rc"] == 70 and rows[0]["crashes"] == 1 and rows[0]["starved"] == 0, rows
+    assert "fuzz_fake FAILED (exit 70)" in out, out
+
+
+def test_a_timeout_beside_a_crash_is_not_replayed_away(fuzz_build):
+    """One worker crashed, the other timed out: a finding either way."""
+    rc, out, rows = run(fuzz_build, 2, 1001, FAKE_TIMEOUT_RUNS="500", FAKE_FAIL_RUNS="501")
+    assert rc != 0, out
+    assert rows[0]["rc"] != 0 and rows[0]["crashes"] >= 1 and rows[0]["starved"] == 0, rows
