@@ -105,11 +105,28 @@ class Watch:
                 f"memory held (RSS + memfds) {self.base_rss // 1024} -> max {self.max_rss // 1024} MiB")
 
 
+def autogroup_nice(pid="self"):
+    """The nice of a process's scheduler autogroup (its session's), or None
+    where autogroups are off."""
+    try:
+        with open(f"/proc/{pid}/autogroup") as f:
+            return int(f.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class Attacker:
     """A process started as nobody, in a directory of its own (the attack's
-    files go there); `ready` when it printed its ready line."""
+    files go there); `ready` when it printed its ready line. `full_share`:
+    its session gets the CPU share of the tests' own (conftest's
+    keep_cpu_share raises theirs to nice -20); a flood of sleepers left at
+    the default share gets ~1 % of the CPUs whenever the tests' session is
+    busy (the innocent spinning, jankbpf reporting), so its 400 processes
+    reached 95 tasks a second instead of 2,300, nothing was rate-limited
+    and the test of the rate limit failed (CI on 999e45e with another
+    session's fuzzer at nice 0 beside it)."""
 
-    def __init__(self, *argv, shell=None):
+    def __init__(self, *argv, shell=None, full_share=False):
         self.dir = tempfile.mkdtemp(prefix="jankbpf-attack-", dir="/var/tmp")
         os.chmod(self.dir, 0o777)
         self.exe = os.path.join(self.dir, "hostile_budget")
@@ -120,6 +137,12 @@ class Attacker:
                         else argv)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      start_new_session=True)
+        nice = autogroup_nice()
+        if full_share and nice is not None:
+            # Its session is new (setsid before exec): its autogroup is its own.
+            with open(f"/proc/{self.proc.pid}/autogroup", "w") as f:
+                f.write(str(nice))
+            assert autogroup_nice(self.proc.pid) == nice
 
     def wait_ready(self, timeout=120):
         deadline = time.monotonic() + timeout
@@ -539,7 +562,8 @@ def test_four_hundred_sleepy_processes_get_their_rate_not_the_output(tmp_path):
     in the kernel, counted per process; another uid's records are all there,
     on time."""
     seconds = 10
-    atk = Attacker(HOSTILE, "--sleep", "110", "--gap", "10", "--seconds", str(seconds + 20), "sleepy", "400")
+    atk = Attacker(HOSTILE, "--sleep", "110", "--gap", "10", "--seconds", str(seconds + 20), "sleepy", "400",
+                   full_share=True)
     try:
         atk.wait_ready()
         with innocent(8, name="hostile_budget") as target:
@@ -582,7 +606,7 @@ def test_one_uids_sleepers_cannot_fill_the_captures_ring(tmp_path):
     and while the events ring is over half full a uid gets an eighth of its
     record bucket: nothing is lost, the rest is counted as rate-limited,
     and another uid's records are complete and on time."""
-    atk = Attacker(HOSTILE, "--sleep", "110", "--gap", "10", "--seconds", "40", "sleepy", "400")
+    atk = Attacker(HOSTILE, "--sleep", "110", "--gap", "10", "--seconds", "40", "sleepy", "400", full_share=True)
     try:
         atk.wait_ready()
         jb, target = innocent_watched_by_comm(6, env={"JANKBPF_TEST_READER_PAUSE_MS": "3000"})
