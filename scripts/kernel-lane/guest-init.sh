@@ -71,6 +71,26 @@ start_jankbpf() {
 	return 0
 }
 
+# wait_records DIR N SECONDS: until DIR/records holds N jank records, at
+# most SECONDS; the time it took (or "timeout") in DIR/records-wait.
+wait_records() {
+	local d=$1 want=$2 limit=$3 t0 n=0 c
+	t0=$(now)
+	while :; do
+		c=$(grep -c '^{"type":"jank"' "$d/records" 2>/dev/null)
+		if [ "${c:-0}" -ge "$want" ]; then
+			echo "$want records from $t0 to $(now)" > "$d/records-wait"
+			return 0
+		fi
+		n=$((n + 1))
+		if [ "$n" -ge $((limit * 10)) ]; then
+			echo "timeout: ${c:-0} of $want records from $t0 to $(now)" > "$d/records-wait"
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
 # wait_exit DIR SECONDS [SIGNAL]: sends SIGNAL (if given) to JB and waits
 # up to SECONDS for it to exit; then SIGKILL. Leaves its status in DIR/exit.
 wait_exit() {
@@ -152,7 +172,7 @@ run_target() {
 
 emit() {
 	local name=$1 d=$2 f trc
-	for f in args attach targets exit records stderr bpftool-during instances-during \
+	for f in args attach targets exit records records-wait stderr bpftool-during instances-during \
 		bpftool-after instances-after; do
 		[ -e "$d/$f" ] && section "$name/$f" "$(cat "$d/$f.rc" 2>/dev/null || echo 0)" "$d/$f"
 	done
@@ -341,7 +361,11 @@ scenario_idle() {
 				kill -USR2 "${p#*:}"
 				sleep 0.4
 			done
-			sleep 0.5 # the last one's record
+			# Every target's record before the stop: under TCG the
+			# reporter can be seconds behind, and a stop sends what is
+			# still queued without its stacks (its budget, by design).
+			# A fixed 0.5 s left 4 of 5 records without stacks here.
+			wait_records "$td" "$(echo $pairs | wc -w)" 20
 			wait_exit "$td" 60 INT
 		else
 			not_attached "$td" $?

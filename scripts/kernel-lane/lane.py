@@ -104,7 +104,7 @@ RUN_OPTIONS = ("v", "vv", "tp", "tramp", "nostacks", "notrace", "comm", "klocks"
 # Seconds each scenario may take in the guest beyond jankbpf's start-up
 # (measured on x86_64: main ~25 s, markers ~20 s, 57 s when jankbpf is slow
 # to stop; waits ~15 s; arm64 about twice that).
-SCENARIO_S = {"main": 60, "markers": 80, "tax": 400, "churn": 240, "waits": 60, "idle": 20, "causes": 120}
+SCENARIO_S = {"main": 60, "markers": 80, "tax": 400, "churn": 240, "waits": 60, "idle": 40, "causes": 120}
 
 
 def idle_trials():
