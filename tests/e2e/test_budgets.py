@@ -27,11 +27,12 @@ HOSTILE = os.path.join(BUILD, "tests", "hostile_budget")
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 IGNORE = "3"  # --ignore-startup-time: processes younger than this are not checked
 # The innocent's record comes this long after its task ended, at most, in
-# the reporter's own time (README: another uid's stack work holds the
-# reporter up for at most 0.5 s of its time and one job of at most ~1 s; a
-# record usually comes within 50 ms). Its own time, as jankbpf charges the
-# budget: wall time less what the reporter (nice 10, yielding to the
-# watched apps) waited runnable for a CPU. The attackers here spin at nice
+# the reporter's own time (README's Security section: another uid's job
+# running when the task ended, what is left of its 0.5 s burst and one more
+# job, ~1.5 s where files open at once; a record usually comes within
+# 50 ms). Its own time, as jankbpf charges the budget: wall time less what
+# the reporter (nice 10, yielding to the watched apps) waited runnable for
+# a CPU. The attackers here spin at nice
 # 0 on 2 cores, and CI runs these tests beside the arm64 build under qemu:
 # in wall time the innocent's record came 2.60 s late there (CI on
 # 9b0582d).
