@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -90,10 +91,17 @@ struct Reporter::Impl {
              runtime::RuntimeKind runtime = runtime::RuntimeKind::Native) {
     make_room(stacks, tid, true);
     auto& q = stacks[tid];
-    while (!q.empty() && (q.size() >= kMaxStacksPerThread || time_ns - q.front().time_ns > kMaxStackAgeNs))
+    while (!q.empty() && (q.size() >= kMaxStacksPerThread ||
+                          (time_ns > q.front().time_ns && time_ns - q.front().time_ns > kMaxStackAgeNs)))
       q.pop_front();
+    // Kept in time order: samples come from the perf rings in batches,
+    // captures from the BPF ring at once, so a sleep's capture may come
+    // before the samples taken just before it (which, unsigned, read as
+    // 2^64 ns younger, once dropped the capture as too old).
+    auto at = q.end();
+    while (at != q.begin() && std::prev(at)->time_ns > time_ns) --at;
     pid_t pid = s.pid;
-    q.push_back({time_ns, pid, std::move(s), std::move(rt), runtime});
+    q.insert(at, {time_ns, pid, std::move(s), std::move(rt), runtime});
   }
 };
 
