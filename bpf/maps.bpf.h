@@ -22,6 +22,7 @@ struct jb_thread {
 	 * and last_sample_ns before that capture took the period's slot. */
 	__u64 capture_ns;
 	__u64 slot_before_ns;
+	__u64 last_capture_ns; /* last capture of a sleep in this task */
 	__u8 in_task;
 	__u8 crossed;
 	__u8 hung;

@@ -57,13 +57,15 @@ static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struc
 			if (causes_enabled)
 				cause_switch_in(next, next_tid, t, now);
 			/*
-			 * Off the CPU for under a tenth of a sample period since its
+			 * Asleep for under a tenth of a sample period since its
 			 * capture: the period's slot goes back, so that a long sleep
-			 * right after a short stretch (a lock's hand-off, then a wait
-			 * for a GC) is captured too. --offcpu-rate bounds the copies.
+			 * right after a short one (a lock's hand-off, then a wait for
+			 * a GC) is captured too. --offcpu-rate bounds the copies.
 			 */
-			if (t->capture_ns && now - t->capture_ns < sample_period_ns / 10)
+			if (t->capture_ns && now - t->capture_ns < sample_period_ns / 10) {
 				t->last_sample_ns = t->slot_before_ns;
+				t->last_capture_ns = 0;
+			}
 		}
 		t->capture_ns = 0;
 		/* Running again: a capture still waiting for its waker has none (it
@@ -176,7 +178,8 @@ static __always_inline void switch_hook(void *ctx, bool btf, bool preempt,
 			arm_watchdog(prev_tid, p, poll_ns());
 		/*
 		 * Asleep, blocked or preempted: no clock samples it now. Once the
-		 * task is long, capture at most one stack per sample period. Before
+		 * task is long, capture at most one sleep per sample period, and a
+		 * preemption on the samples' slot (stacks.bpf.h). Before
 		 * that, stash only when it goes to sleep: a preempted thread runs
 		 * again and the clock samples it then, and stashing at every
 		 * preemption made each wakeup of a busy peer (ping-pong) pay for a
@@ -184,9 +187,13 @@ static __always_inline void switch_hook(void *ctx, bool btf, bool preempt,
 		 */
 		if (offcpu_enabled) {
 			__u64 before = p->last_sample_ns;
+			bool sleeps = !preempt && p->state != JB_ST_RUNNABLE;
 
-			if (p->early ? take_sample_slot(p, now) : !preempt && p->state != JB_ST_RUNNABLE) {
-				if (p->early) {
+			if (p->early ? (sleeps ? take_sleep_slot(p, now) : take_sample_slot(p, now)) : sleeps) {
+				/* A sleep's slot may come back (below); a preemption's
+				 * does not: on a crowded CPU every short preemption was
+				 * a 16 KB copy, and a stack of its own in the tree. */
+				if (p->early && sleeps) {
 					p->capture_ns = now;
 					p->slot_before_ns = before;
 				}

@@ -110,6 +110,27 @@ static __always_inline bool take_sample_slot(struct jb_thread *t, __u64 now)
 }
 
 /*
+ * Whether the thread, going to sleep inside this long task, is captured
+ * now: at most one such capture per sample period, a slot of its own
+ * beside the samples'. On the samples' slot a sleep that began within a
+ * period of the last sample had no stack at all (a task that spun, then
+ * slept 400 ms, named only the spin). A preemption stays on the samples'
+ * slot: the clock samples the thread when it runs again.
+ */
+static __always_inline bool take_sleep_slot(struct jb_thread *t, __u64 now)
+{
+	if (!t->in_task || !t->early)
+		return false;
+	if (now - t->begin_ns > sample_window_ns)
+		return false;
+	if (t->last_capture_ns && now - t->last_capture_ns < sample_period_ns - sample_period_ns / 10)
+		return false;
+	t->last_capture_ns = now;
+	t->last_sample_ns = now;
+	return true;
+}
+
+/*
  * A watched thread is going to sleep inside a task: no clock will sample it
  * now, so capture what a sample would hold, here in its own context, into
  * its stash. If the task is already long the capture goes out at once;

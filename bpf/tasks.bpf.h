@@ -166,6 +166,7 @@ static __always_inline void begin_task(struct jb_thread *t, __u32 tid, __u64 now
 	leave_long(t);
 	t->last_sample_ns = 0;
 	t->capture_ns = 0;
+	t->last_capture_ns = 0;
 	t->seq++;
 	t->boundary = boundary;
 	t->marker_id = 0;
