@@ -120,6 +120,7 @@ int Monitor::run() {
   rc.log_cap = opts_.log_cap;
   rc.dev = opts_.dev;
   rc.keep_samples = report_ != nullptr;
+  rc.sample_period_ns = detector_config(opts_).sample_period_ns;
   reporter_ = std::make_unique<Reporter>(rc, sinks_);
   //    The trace recorder is set up beside the BPF load and finishes after
   //    it: its tracefs writes (making the instance, sizing the buffer,

@@ -53,6 +53,9 @@ struct ReporterConfig {
   uint64_t log_cap = 10ull << 20;
   bool dev = false;
   bool keep_samples = false;  // every sample into TaskRecord::sampled (--report, --perfetto, --folded)
+  // A long task's sampling period: what one on-CPU sample stands for, to
+  // weigh its off-CPU captures (0: each stack counts 1).
+  uint64_t sample_period_ns = 0;
 };
 
 struct ReporterStats {
@@ -78,8 +81,9 @@ struct ReporterStats {
 // kReporterMsPerSec a second; a job of a uid in debt is skipped while
 // another uid's jobs wait (its stacks lose those samples, its next record
 // says "reporter_time"), so another uid's record waits for at most the
-// burst and one job (a pin stops opening files after
-// ResolverOptions::Budgets::parse_time). With no one else waiting a uid's
+// job running when it came, what is left of the burst, and one more job (a
+// pin stops opening files after ResolverOptions::Budgets::parse_time; the
+// file it began costs one more open: README's Security). With no one else waiting a uid's
 // jobs run whatever its bucket says (at most a burst of debt is kept).
 inline constexpr int64_t kReporterMsPerSec = 250, kReporterBurstMs = 500;
 
@@ -180,9 +184,15 @@ class Reporter {
   void handle(WakerJob& j);
   void handle(TaskJob& j);
   void handle(FrameJob& j);
-  // How many frame-sampler periods an off-CPU capture of `tid` taken at
-  // `time_ns` slept inside the frame (at least 1).
-  uint32_t capture_weight(pid_t tid, uint64_t time_ns, const FrameContext& ctx) const;
+  // How many sampling periods (`period_ns`) an off-CPU capture of `tid`
+  // taken at `time_ns` stands for inside [begin_ns, end_ns], at least 1:
+  // the time it slept, until its waker woke it, else until the thread's
+  // next stack `next_ns` (0: none; nothing samples a sleeping thread), else
+  // until `end_ns` (asleep still, as far as the reporter knows). A
+  // preemption (wait R) has no waker: its next stack bounds it, else it
+  // counts 1.
+  uint32_t capture_weight(pid_t tid, uint64_t time_ns, char wait_state, uint64_t next_ns, uint64_t begin_ns,
+                          uint64_t end_ns, uint64_t period_ns) const;
   void handle(BatchJob& j) { out_.emit(j.batch); }
   // The ring thread's read of a sample's runtime frames.
   runtime::RuntimeCapture capture_runtime(pid_t pid, pid_t tid, uint64_t sample_ns, std::span<const uint64_t> regs,

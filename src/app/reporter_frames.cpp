@@ -13,6 +13,7 @@
 
 #include "app/reporter.h"
 #include "app/reporter_impl.h"
+#include "app/stack_text.h"
 #include "frame/frame_causes.h"
 #include "markers/naming.h"
 #include "report/sampled.h"
@@ -20,16 +21,20 @@
 
 namespace jankbpf {
 
-uint32_t Reporter::capture_weight(pid_t tid, uint64_t time_ns, const FrameContext& ctx) const {
-  if (ctx.sample_period_ns == 0) return 1;
-  uint64_t until = ctx.end_ns;  // not woken yet, as far as the reporter knows
+uint32_t Reporter::capture_weight(pid_t tid, uint64_t time_ns, char wait_state, uint64_t next_ns, uint64_t begin_ns,
+                                  uint64_t end_ns, uint64_t period_ns) const {
+  if (period_ns == 0) return 1;
+  uint64_t until = end_ns;  // not woken yet, as far as the reporter knows
+  bool woken = false;
   if (auto it = impl_->offcpu.find(tid); it != impl_->offcpu.end())
     for (const auto& off : it->second)
-      if (off.time_ns == time_ns && off.woken_ns > time_ns) until = std::min(until, off.woken_ns);
-  uint64_t from = std::max(time_ns, ctx.begin_ns);
+      if (off.time_ns == time_ns && off.woken_ns > time_ns) until = std::min(until, off.woken_ns), woken = true;
+  if (next_ns > time_ns) until = std::min(until, next_ns);
+  else if (!woken && wait_state == 'R') return 1;
+  uint64_t from = std::max(time_ns, begin_ns);
   uint64_t slept = until > from ? until - from : 0;
   constexpr uint64_t kMaxWeight = 1u << 16;  // a day's sleep still fits the tree's counts
-  return static_cast<uint32_t>(std::clamp<uint64_t>(slept / ctx.sample_period_ns, 1, kMaxWeight));
+  return static_cast<uint32_t>(std::clamp<uint64_t>(slept / period_ns, 1, kMaxWeight));
 }
 
 void Reporter::handle(FrameJob& j) {
@@ -40,7 +45,9 @@ void Reporter::handle(FrameJob& j) {
   uint32_t stacks = 0;
   auto it = impl_->stacks.find(rec.frame.tid);
   if (it != impl_->stacks.end()) {
-    for (const auto& s : it->second) {
+    const auto& q = it->second;
+    for (size_t i = 0; i < q.size(); ++i) {
+      const auto& s = q[i];
       if (s.time_ns < j.ctx.begin_ns || s.time_ns > j.ctx.end_ns) continue;
       const stack::ResolvedStack* st = &s.stack;
       stack::ResolvedStack with_runtime;
@@ -49,7 +56,10 @@ void Reporter::handle(FrameJob& j) {
         add_runtime_frames(with_runtime, s.rt, s.runtime, j.ctx.end_ns, true);
         st = &with_runtime;
       }
-      tree.add(*st, s.stack.wait_state ? capture_weight(rec.frame.tid, s.time_ns, j.ctx) : 1);
+      tree.add(*st, s.stack.wait_state ? capture_weight(rec.frame.tid, s.time_ns, s.stack.wait_state,
+                                                        i + 1 < q.size() ? q[i + 1].time_ns : 0, j.ctx.begin_ns,
+                                                        j.ctx.end_ns, j.ctx.sample_period_ns)
+                                       : 1);
       ++stacks;
       if (cfg_.keep_samples) rec.sampled.push_back(report::to_sampled(*st, s.time_ns));
     }
@@ -57,21 +67,7 @@ void Reporter::handle(FrameJob& j) {
   rec.samples = stacks;
   if (tree.samples()) {
     rec.heaviest_stack = tree.heaviest_stack();
-    for (const auto& line : tree.heaviest_path()) {
-      if (!line.frame) continue;
-      const auto& f = *line.frame;
-      StackFrame sf;
-      sf.module_index = modules.index(f);
-      sf.offset = f.has_module() ? f.module_offset : f.pc;
-      sf.symbol = f.symbol;
-      sf.file = f.file;
-      sf.line = f.line;
-      sf.kernel = f.kernel();
-      sf.jit = f.jit();
-      sf.inlined = f.inlined();
-      sf.runtime = f.runtime;
-      rec.stack.push_back(std::move(sf));
-    }
+    rec.stack = structured_path(tree, modules);
     rec.modules = modules.modules();
     // The runtime's function, named as a task's is (markers/naming.h).
     TaskRecord named;

@@ -149,13 +149,17 @@ void Reporter::handle(TaskJob& j) {
   }
 
   // 1. The stacks this thread collected during the task.
-  stack::StackTree tree;
+  //    An off-CPU capture weighs the sampling periods it slept (a task
+  //    asleep 300 ms names its sleep, not the two preemptions of the
+  //    code around it); `samples` stays the number of stacks.
+  stack::StackTree tree, on_cpu;
   stack::ModuleTable modules;
+  uint32_t stacks = 0;
   auto it = impl_->stacks.find(rec.tid);
   if (it != impl_->stacks.end()) {
     auto& q = it->second;
-    for (const auto& s : q)
-      if (s.time_ns >= ctx.begin_ns && s.time_ns <= ctx.end_ns) {
+    for (size_t i = 0; i < q.size(); ++i)
+      if (const auto& s = q[i]; s.time_ns >= ctx.begin_ns && s.time_ns <= ctx.end_ns) {
         // Budgets that cost this stack names or lines (issue 26).
         rec.budgets |= s.stack.budgets;
         if (s.rt.python.budget_cut || s.rt.js.budget_cut) rec.budgets |= kBudgetRuntimeCache;
@@ -166,7 +170,12 @@ void Reporter::handle(TaskJob& j) {
           add_runtime_frames(with_runtime, s.rt, s.runtime, ctx.end_ns, !hang);
           st = &with_runtime;
         }
-        tree.add(*st);
+        tree.add(*st, s.stack.wait_state ? capture_weight(rec.tid, s.time_ns, s.stack.wait_state,
+                                                          i + 1 < q.size() ? q[i + 1].time_ns : 0, ctx.begin_ns,
+                                                          ctx.end_ns, cfg_.sample_period_ns)
+                                         : 1);
+        if (!s.stack.wait_state) on_cpu.add(*st);
+        ++stacks;
         if (cfg_.keep_samples) rec.sampled.push_back(report::to_sampled(*st, s.time_ns));
       }
     // A finished task's stacks (and those of shorter tasks before it) are
@@ -182,25 +191,15 @@ void Reporter::handle(TaskJob& j) {
     rec.budgets |= pb->second;
     if (!hang) impl_->pid_budgets.erase(pb);
   }
-  rec.samples = static_cast<uint32_t>(tree.samples());
+  rec.samples = stacks;
   if (tree.samples()) {
     rec.heaviest_stack = tree.heaviest_stack();
-    for (const auto& line : tree.heaviest_path()) {
-      if (!line.frame) continue;
-      const auto& f = *line.frame;
-      StackFrame sf;
-      sf.module_index = modules.index(f);
-      sf.offset = f.has_module() ? f.module_offset : f.pc;
-      sf.symbol = f.symbol;
-      sf.file = f.file;
-      sf.line = f.line;
-      sf.kernel = f.kernel();
-      sf.jit = f.jit();
-      sf.inlined = f.inlined();
-      sf.runtime = f.runtime;
-      rec.stack.push_back(std::move(sf));
-    }
+    rec.stack = structured_path(tree, modules);
     rec.modules = modules.modules();
+    // Where the running time went, for `why`: the on-CPU samples' own
+    // heaviest path (the tree's may be a sleep that outweighs them).
+    stack::ModuleTable unused;
+    rec.on_cpu_stack = on_cpu.samples() ? structured_path(on_cpu, unused) : std::vector<StackFrame>{};
   }
   // The runnable's name, from the stack: a runtime marker's callback, or
   // the innermost interpreter frame (markers/naming.h).
@@ -273,8 +272,11 @@ void Reporter::handle(TaskJob& j) {
     } else {
       std::string text = "# jankbpf stack log: pid " + std::to_string(rec.proc.pid) + " tid " +
                          std::to_string(rec.tid) + " (" + log::escape_control(rec.proc.name) + ") task of " +
-                         std::to_string(rec.duration_ms) + " ms, " + std::to_string(tree.samples()) +
-                         " samples\n" + (rec.why.empty() ? "" : "# why: " + log::escape_control(rec.why) + "\n") +
+                         std::to_string(rec.duration_ms) + " ms, " + std::to_string(stacks) + " samples" +
+                         (tree.samples() != stacks ? ", counted in " + std::to_string(tree.samples()) +
+                                                         " sampling periods"
+                                                   : std::string()) +
+                         "\n" + (rec.why.empty() ? "" : "# why: " + log::escape_control(rec.why) + "\n") +
                          tree.render();
       LogWrite w = logs_->write(LogKind::Stack, rec.proc.pid, text);
       if (w.ok()) {

@@ -74,4 +74,24 @@ bool interrupt_context(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n)
   return false;
 }
 
+std::vector<StackFrame> structured_path(const stack::StackTree& tree, stack::ModuleTable& modules) {
+  std::vector<StackFrame> out;
+  for (const auto& line : tree.heaviest_path()) {
+    if (!line.frame) continue;
+    const auto& f = *line.frame;
+    StackFrame sf;
+    sf.module_index = modules.index(f);
+    sf.offset = f.has_module() ? f.module_offset : f.pc;
+    sf.symbol = f.symbol;
+    sf.file = f.file;
+    sf.line = f.line;
+    sf.kernel = f.kernel();
+    sf.jit = f.jit();
+    sf.inlined = f.inlined();
+    sf.runtime = f.runtime;
+    out.push_back(std::move(sf));
+  }
+  return out;
+}
+
 }  // namespace jankbpf

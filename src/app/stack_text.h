@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "model/records.h"
 #include "stack/kallsyms.h"
 #include "stack/resolver.h"
+#include "stack/tree.h"
 
 namespace jankbpf {
 
@@ -26,5 +28,8 @@ size_t tracing_frames(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n);
 // current task is whatever the interrupt came in on, unrelated to the
 // wakeup: its user stack is no waker's.
 bool interrupt_context(const stack::Kallsyms& ks, const uint64_t* pcs, size_t n);
+// A tree's heaviest path as a record's `stack`, leaf first; its frames'
+// modules are added to `modules`.
+std::vector<StackFrame> structured_path(const stack::StackTree& tree, stack::ModuleTable& modules);
 
 }  // namespace jankbpf

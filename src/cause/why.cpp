@@ -170,7 +170,7 @@ std::string compose_why(const TaskRecord& rec) {
   std::vector<Item> items;
   if (rec.state.running_ms >= 0.5) {
     std::string where;
-    for (const auto& f : rec.stack)
+    for (const auto& f : rec.on_cpu_stack ? *rec.on_cpu_stack : rec.stack)
       if (!f.kernel && !f.inlined && !f.symbol.empty()) {
         std::string file = f.file.substr(f.file.rfind('/') + 1);
         where = f.symbol + (file.empty() ? "" : " (" + file + (f.line ? ":" + std::to_string(f.line) : "") + ")");

@@ -228,9 +228,12 @@ struct TaskRecord {
   std::vector<Suppressed> suppressed;  // why no new log (none: logs were written or tried)
   std::string trace_note;  // e.g. saved as text because trace-cmd is missing
   // Stacks.
-  std::string heaviest_stack;  // most-sampled path, leaf first
+  std::string heaviest_stack;  // heaviest path (by time), leaf first
   uint32_t samples = 0;        // stacks in the tree (on- and off-CPU)
   std::vector<StackFrame> stack;  // the heaviest path, structured, leaf first
+  // The heaviest path of the on-CPU samples alone (not rendered): where
+  // `why` says the running time went. Unset: `stack` stands for it.
+  std::optional<std::vector<StackFrame>> on_cpu_stack;
   std::vector<std::pair<std::string, std::string>> modules;  // [path, build_id]
   std::vector<OffCpuInfo> off_cpu;
   std::optional<JvmPause> jvm_pause;  // a HotSpot process stopped by its JVM

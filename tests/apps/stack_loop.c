@@ -11,6 +11,7 @@
  *                MS ms later
  *     relay:N:MS N times: a 100 us nanosleep, then block:MS (a long sleep
  *                right after a short one, as a lock's hand-off before a wait)
+ *     spinblock:MSA:MSB  phase_a spins MSA ms, then block:MSB (one task)
  * Each task runs from one epoll_wait return to the next; 200 ms idle between.
  * Prints one line per task: "task KIND BEGIN_NS END_NS" (CLOCK_MONOTONIC).
  */
@@ -125,6 +126,9 @@ static NOINLINE void run_task(const char *spec)
 	else if (sscanf(spec, "ab:%u:%u", &a, &b) == 2) {
 		phase_a(a);
 		phase_b(b);
+	} else if (sscanf(spec, "spinblock:%u:%u", &a, &b) == 2) {
+		phase_a(a);
+		wait_for_pipe(b);
 	} else if (sscanf(spec, "block:%u", &a) == 1)
 		wait_for_pipe(a);
 	else if (sscanf(spec, "relay:%u:%u", &a, &b) == 2) {
@@ -141,7 +145,7 @@ static NOINLINE void run_task(const char *spec)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: stack_loop START_DELAY_S deep:MS|ab:MSA:MSB|block:MS|relay:N:MS...\n");
+		fprintf(stderr, "usage: stack_loop START_DELAY_S deep:MS|ab:MSA:MSB|block:MS|relay:N:MS|spinblock:MSA:MSB...\n");
 		return 2;
 	}
 	pthread_t t;

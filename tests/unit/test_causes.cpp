@@ -498,6 +498,39 @@ TEST_CASE("a JVM's pause is said first in why, and the wait it covers not again"
   CHECK(cause::compose_why(r).rfind("300 ms sleeping in futex", 0) == 0);
 }
 
+TEST_CASE("why says where the running time went from the on-CPU samples, not the heaviest (asleep) path", "[causes]") {
+  TaskRecord r;
+  r.duration_ms = 520;
+  r.state.running_ms = 120;
+  CauseSlice pipe;
+  pipe.kind = "other";
+  pipe.ms = 400;
+  pipe.count = 1;
+  pipe.syscall = "read";
+  pipe.state = "sleeping";
+  r.cause.push_back(pipe);
+  StackFrame sched, read, spin;
+  sched.symbol = "__schedule";
+  sched.kernel = true;
+  read.symbol = "read";
+  read.file = "read.c";
+  read.line = 24;
+  spin.symbol = "spin_here";
+  spin.file = "tests/apps/stack_loop.c";
+  spin.line = 49;
+  r.stack = {sched, read};  // the sleep's capture outweighs the spin's samples
+  // Without the on-CPU path (a record read back, a unit's own), the stack stands for it.
+  CHECK(cause::compose_why(r).find("120 ms running in read (read.c:24)") != std::string::npos);
+  r.on_cpu_stack = std::vector<StackFrame>{spin};
+  const std::string why = cause::compose_why(r);
+  CHECK(why.rfind("400 ms sleeping in read", 0) == 0);
+  CHECK(why.find("120 ms running in spin_here (stack_loop.c:49)") != std::string::npos);
+  // No on-CPU sample at all: the running time is said without a place.
+  r.on_cpu_stack = std::vector<StackFrame>{};
+  CHECK(cause::compose_why(r).find("120 ms running") != std::string::npos);
+  CHECK(cause::compose_why(r).find("running in") == std::string::npos);
+}
+
 TEST_CASE("interrupt text read from a file a block at a time is the text's, whatever its lines' lengths", "[causes]") {
   // Lines across the 64 KB block boundaries, one longer than a block
   // (dropped whole, as junk), the last without its newline.
