@@ -722,11 +722,14 @@ def test_causes_name_the_kernel_lock(boot, scenario):
     # Under a millisecond or so the reader came as the writer let go (seen
     # once: 0.57 ms, of which 0.04 asleep on the lock, the rest queued for
     # a CPU, which is runnable): the time is judged where the wait was one.
+    # Either way the task's page faults may wait for the same lock (CI on
+    # 7d493f7: mincore's wait 0.97 ms, the slice 5.5 ms, the task's 832 ms
+    # major fault on libc inside the writer's 843 ms hold), within the windows.
     if truth >= 5:
         assert c["ms"] >= 0.9 * truth, (c, truth)
         assert c["ms"] <= c["window_ms"] + 0.1 * truth and truth * 0.9 <= c["window_ms"] <= hold * 1.1, (c, truth, hold)
     else:
-        assert c["ms"] <= truth + 0.05 and c["window_ms"] <= hold * 1.1, (c, truth, hold)
+        assert c["ms"] <= c["window_ms"] + 0.05 and c["window_ms"] <= hold * 1.1, (c, truth, hold)
     assert (c["lock"], c["lock_class"], c["lock_mode"]) == ("mmap_lock", "rwsem", "read"), c
     assert c.get("syscall", "mincore") == "mincore", c  # absent: its longest wait was a fault's
     owner = c["owner"]
