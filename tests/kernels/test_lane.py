@@ -267,7 +267,9 @@ def test_job_wait_is_idle_and_a_system_wait_is_a_jank(boot, scenario):
     assert system["duration_ms"] >= 550 and system["wait_syscall"] in ("poll", "ppoll"), brief(system)
 
 
-STACK_HEADER = re.compile(r"^# jankbpf stack log: pid (\d+) tid (\d+) .* (\d+) samples?$", re.M)
+# "N samples", and ", counted in M sampling periods" when off-CPU captures weigh more than 1.
+STACK_HEADER = re.compile(r"^# jankbpf stack log: pid (\d+) tid (\d+) .* (\d+) samples?(?:, counted in \d+ sampling periods)?$",
+                          re.M)
 
 
 def count_frames(text, module, fn):
