@@ -101,7 +101,7 @@ def test_cold_http_handler_named_with_file_and_line(run):
     frames = _java(j)
     first, last = _lines_of("static double render(long ms)")
     render = frames[0]
-    assert render["symbol"] == "Handlers.render", frames[:4]
+    assert render["symbol"] == "Handlers.render", (frames[:4], j["why"], j["heaviest_stack"][-3000:])
     f, line = render["file"].rsplit(":", 1)
     assert f == "LoopServer.java" and first <= int(line) <= last, render
     # Its callers, cold: run by the interpreter (no "jit"), each at its call's line.
