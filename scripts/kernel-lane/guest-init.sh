@@ -196,6 +196,16 @@ emit() {
 		  grep 'sched_switch:' "$d/report" | head -n 100; } > "$d/report.switches"
 		section "$name/trace/${f##*/}" "$trc" "$d/report.count" "$d/report.err" "$d/report.switches"
 	done
+	# A text trace (the instance's own `trace` file): what jankbpf saves
+	# when trace-cmd extract was killed at its stop (slow under TCG).
+	for f in "$d"/logs/trace-*.txt; do
+		[ -e "$f" ] || continue
+		grep -c 'sched_switch:' "$f" > "$d/report.count"
+		: > "$d/report.err"
+		{ grep 'sched_switch:' "$f" | grep -E 'comm=(stack_loop|jank_target)' | head -n 200
+		  grep 'sched_switch:' "$f" | head -n 100; } > "$d/report.switches"
+		section "$name/trace/${f##*/}" 0 "$d/report.count" "$d/report.err" "$d/report.switches"
+	done
 }
 
 # watchdog_args WD[+OPT...]: sets WD_ARGS for a scenario's watchdog: auto
