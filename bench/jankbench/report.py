@@ -106,7 +106,9 @@ def code_line(results: dict, stale) -> str:
     old = [n for n in names if stale(n, results[n])]
     commits = sorted({results[n].get("provenance", {}).get("commit", "?") for n in names if n not in old})
     line = (f"{len(names) - len(old)} of {len(names)} measured sections are of the code as it is in this checkout "
-            f"(no later commit touches what they measure), on {len(commits)} commit(s): {', '.join(commits)}")
+            f"(no later commit touches what they measure)")
+    if commits:
+        line += f", on {len(commits)} commit(s): {', '.join(commits)}"
     return line + (f"; stale: {', '.join(old)}." if old else ".")
 
 

@@ -588,6 +588,9 @@ def test_runs_say_whether_they_measured_the_code_as_it_is():
     one = measured[0]
     line = report.code_line(res, lambda n, e: "a later commit" if n == one else None)
     assert line.startswith(f"{len(measured) - 1} of {len(measured)}") and line.endswith(f"stale: {one}."), line
+    # None fresh: no empty list of commits.
+    line = report.code_line(res, lambda n, e: "a later commit")
+    assert line.startswith(f"0 of {len(measured)}") and "commit(s)" not in line, line
 
 
 def test_report_code_is_not_what_the_runtime_scenarios_measure(tmp_path):
