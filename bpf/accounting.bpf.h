@@ -85,6 +85,7 @@ static __always_inline void account_unseen(struct jb_thread *t, __u64 now, struc
 		t->state_ns[st] += span - ran - queued;
 	}
 	t->last_ns = now;
+	t->unseen_queued_ns = queued;  /* for the causes of the stretch it ended */
 	stat_inc(JB_STAT_UNSEEN_SWITCH);
 }
 
@@ -93,6 +94,7 @@ static __always_inline void account_current(struct jb_thread *t, __u64 now)
 {
 	if (t->state == JB_ST_RUNNING) {
 		account(t, now);
+		t->unseen_queued_ns = 0;
 		return;
 	}
 	struct sched_counts c;

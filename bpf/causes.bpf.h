@@ -438,6 +438,7 @@ struct jb_cctx {
 	__u32 throttled;
 	__u32 pad;
 	__u64 thr_now; /* switch-in: its group's throttled_time now */
+	__u64 unseen_queued; /* its switch-in went unseen: the run_delay gained since */
 };
 
 #include "causes_io.bpf.h"
@@ -984,6 +985,21 @@ __noinline int jb_causes_afresh(struct jb_causes *cs, __u64 seq, __u32 tid, __u6
 
 __noinline int jb_kwin_evidence(struct jb_causes *cs, __u64 seq);
 
+/*
+ * A queued stretch whose switch-in no tracepoint showed (some VM kernels
+ * never trace the switch away from a host agent's threads): charged with
+ * the run-queue delay the scheduler counted meanwhile, as the state split
+ * is (account_unseen), not left out. A throttled one cannot be split into
+ * throttled and queued time so: left out. 1 when charged.
+ */
+__noinline int jb_cause_unseen_in(struct jb_cause_event *ev, struct jb_cause_open *o, __u64 queued)
+{
+	if (!ev || !o || o->phase != JB_CPH_QUEUED || o->throttled || !queued)
+		return 0;
+	jb_cause_charge(ev, o, o->win_kind ? o->win_kind : JB_CAUSE_RUNNABLE, o->win_key, queued);
+	return 1;
+}
+
 /* The thread leaves the CPU inside a task (it is current). */
 __noinline int jb_cause_out(struct jb_causes *cs, struct jb_cctx *c)
 {
@@ -994,8 +1010,9 @@ __noinline int jb_cause_out(struct jb_causes *cs, struct jb_cctx *c)
 	o = &cs->open;
 	if (cs->ev.seq != c->seq) { /* its first stretch in this task: afresh */
 		jb_causes_afresh(cs, c->seq, c->tid, c->now);
-	} else if (o->phase) { /* its switch-in went unseen: that stretch is left out */
-		cs->ev.flags |= JB_CEF_UNSEEN;
+	} else if (o->phase) { /* its switch-in went unseen */
+		if (!jb_cause_unseen_in(&cs->ev, o, c->unseen_queued))
+			cs->ev.flags |= JB_CEF_UNSEEN;
 		jb_causes_close(cs, c->tid, c->now);
 	}
 	o->off_ns = c->now;
@@ -1148,8 +1165,9 @@ __noinline int jb_cause_in(struct jb_causes *cs, struct jb_cctx *c)
 
 /*
  * The record, just before the task's, at its end: the thread is running,
- * so a stretch still open went unseen; it is left out and flagged (what it
- * holds is let go at the thread's next switch-out, which starts afresh).
+ * so a stretch still open went unseen; a queued one is charged with the
+ * run-queue delay counted meanwhile, another is left out and flagged (what
+ * it holds is let go at the thread's next switch-out, which starts afresh).
  */
 __noinline int jb_causes_send(struct jb_causes *cs, struct jb_cctx *c)
 {
@@ -1164,7 +1182,7 @@ __noinline int jb_causes_send(struct jb_causes *cs, struct jb_cctx *c)
 	fill_header(&e->hdr, JB_EV_CAUSE, c->pid, c->tid, c->now);
 	e->seq = c->seq;
 	jb_io_fill(e, c->tid, c->seq);
-	if (cs->open.phase)
+	if (cs->open.phase && !jb_cause_unseen_in(e, &cs->open, c->unseen_queued))
 		e->flags |= JB_CEF_UNSEEN;
 	bpf_ringbuf_submit(e, 0);
 	return 0;
@@ -1236,6 +1254,7 @@ static __always_inline void cctx_of(struct jb_cctx *c, __u32 tid, struct jb_thre
 	c->pid = t->pid;
 	c->state = t->state;
 	c->early = t->early;
+	c->unseen_queued = t->unseen_queued_ns;
 }
 
 /* prev (current) leaves the CPU inside a task; t->state is set already. */

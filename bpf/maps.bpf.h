@@ -50,6 +50,9 @@ struct jb_thread {
 	/* The kernel's counters at the last switch-out, wakeup or task begin. */
 	__u64 snap_exec_ns;   /* se.sum_exec_runtime: CPU time */
 	__u64 snap_delay_ns;  /* sched_info.run_delay: time queued for a CPU */
+	/* run_delay gained over the last switch-in found unseen (account_unseen):
+	 * read only right after, by the causes of the stretch it ended. */
+	__u64 unseen_queued_ns;
 	__u64 delivery_ns;    /* current task: that wakeup to the wait's return */
 	/* Markers: begin/end nesting depth; while > 0 waits bound no task. */
 	__u32 depth;

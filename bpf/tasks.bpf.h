@@ -176,6 +176,7 @@ static __always_inline void begin_task(struct jb_thread *t, __u32 tid, __u64 now
 	t->unseen_return = 0;
 	t->provisional = 0;
 	t->began_at_switch = 0;
+	t->unseen_queued_ns = 0;
 	t->in_task = 1;
 	if (scan_watchdog) {
 		__u8 one = 1;

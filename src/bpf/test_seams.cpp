@@ -51,6 +51,13 @@ bool hide_returns() {
   return on;
 }
 
+// The switches away from this thread are ignored, as some VM kernels hide
+// their host agent's (the unseen-switch paths, on any host).
+uint32_t hide_switches_from() {
+  static const uint32_t n = env_number("JANKBPF_TEST_HIDE_SWITCHES_FROM", 1u << 22);
+  return n;
+}
+
 uint32_t slow_open_ms() {
   static const uint32_t n = env_number("JANKBPF_TEST_SLOW_OPEN_MS", 60000);
   return n;
