@@ -1175,6 +1175,9 @@ __noinline int jb_causes_send(struct jb_causes *cs, struct jb_cctx *c)
 
 	if (!cs || !c || cs->ev.seq != c->seq)
 		return 0; /* never off the CPU in this task */
+	/* Queued still, by the record: what ran on its CPU joins it first. */
+	if (cs->open.phase == JB_CPH_QUEUED)
+		jb_cpu_watch_end(cs, c->tid);
 	e = reserve_event(sizeof(*e));
 	if (!e)
 		return 0;

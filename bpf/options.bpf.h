@@ -78,9 +78,9 @@ const volatile __u32 tick_hz = 0;
  * the return of a wait a thread was found inside at attach, as trampolines
  * would, so the host's tests reach bpf/adopt.bpf.h's path. */
 const volatile bool test_hide_adopted_return = false;
-/* Test seam (JANKBPF_TEST_HIDE_SWITCHES_FROM): a tid whose switches out
+/* Test seam (JANKBPF_TEST_HIDE_SWITCHES_TO): a tid whose switch-ins
  * sched_switch ignores, as if no tracepoint showed them. */
-const volatile __u32 test_hide_switches_from = 0;
+const volatile __u32 test_hide_switches_to = 0;
 
 /* Threads found asleep inside a wait by the attach-time task walk. */
 __u32 adopted_nr = 0;

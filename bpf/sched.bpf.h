@@ -166,10 +166,11 @@ static __always_inline void switch_hook(void *ctx, bool btf, bool preempt,
 	struct jb_thread *t, *p;
 	__u64 now;
 
-	/* Test seam: the switches away from this thread never reach us, as
-	 * some VM kernels hide their host agent's (README, unseen_switches).
-	 * 0 (always, outside tests): the verifier drops this. */
-	if (test_hide_switches_from && TASK_FIELD(btf, prev, pid) == test_hide_switches_from)
+	/* Test seam: this thread's switch-ins never reach us, as on the VM
+	 * kernels that hide the switch away from a host agent's threads
+	 * (README, unseen_switches). 0 (always, outside tests): the verifier
+	 * drops this. */
+	if (test_hide_switches_to && TASK_FIELD(btf, next, pid) == test_hide_switches_to)
 		return;
 	t = on_switch(btf, preempt, prev, next, &p, &now);
 	/* A thread found inside a wait at attach (bpf/adopt.bpf.h) sleeps:

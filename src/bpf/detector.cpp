@@ -416,7 +416,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
     ro->restart_nr32 = host_arch().arch == Arch::X86_64 ? 0 : 0xffffffffu;  // i386's is 0
     ro->test_hide_adopted_return = !plan.trampolines;  // only the test seam gets here so
   }
-  ro->test_hide_switches_from = test_seams::hide_switches_from();
+  ro->test_hide_switches_to = test_seams::hide_switches_to();
   causes_ = plan.causes;
   ro->causes_enabled = causes_;
   for (const auto& [nr, cls] : cause::syscall_classes())

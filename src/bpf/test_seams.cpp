@@ -51,10 +51,11 @@ bool hide_returns() {
   return on;
 }
 
-// The switches away from this thread are ignored, as some VM kernels hide
-// their host agent's (the unseen-switch paths, on any host).
-uint32_t hide_switches_from() {
-  static const uint32_t n = env_number("JANKBPF_TEST_HIDE_SWITCHES_FROM", 1u << 22);
+// This thread's switch-ins are ignored, as where a VM kernel hides the
+// switch away from its host agent's threads (the unseen-switch paths, on
+// any host).
+uint32_t hide_switches_to() {
+  static const uint32_t n = env_number("JANKBPF_TEST_HIDE_SWITCHES_TO", 1u << 22);
   return n;
 }
 
