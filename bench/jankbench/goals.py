@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import builds, config
-from .stats import (avg_hook_ns, bpf_share, fmt, frame_costs, lane_ratio, median, ratios, where_added,
+from .stats import (reach_share, avg_hook_ns, bpf_share, fmt, frame_costs, lane_ratio, median, ratios, where_added,
                     where_server_added)
 
 
@@ -76,8 +76,8 @@ def _jvm_named(d):
     warm = any(j["runnable_name"] == "Handlers.render" and j["inlined"] > 0 for j in janks)
     fig = (f"{len(janks)} janks of {', '.join(sorted({j['thread'] for j in janks}))}; runnable_name "
            f"{', '.join('`' + n + '`' for n in names)}; {rf.get('read', 0)} Java frames placed, "
-           f"{rf.get('unreadable', 0)} unreadable; {d['to_thread_run']} of {d['log_samples']} logged samples reach "
-           f"Thread.run; GC pause told: {len(gc)}")
+           f"{rf.get('unreadable', 0)} unreadable; {reach_share(d, 'to_thread_run')} reach Thread.run; "
+           f"GC pause told: {len(gc)}")
     return fig, cold and warm and len(gc) == 1 and {"Handlers.lookup", "Handlers.collect"} <= set(names)
 
 
@@ -311,14 +311,24 @@ def _hang(acc):
             h["arrival_late_ms"] <= acc["check_interval_ms"])
 
 
+def _unknown_periods():
+    raise ValueError("the stored stack-log share counts sampling periods against samples "
+                     "(no log_periods): measure the stacks scenario again")
+
+
 def _unwind(st):
     sj, bu = st["jankbpf"], st["bpftrace_ustack"]
     share = fmt(bu["to_main"] / bu["samples"] * 100 if bu["samples"] else None, ".0f")
     bt = f"bpftrace ustack: {bu['to_main']} of {bu['samples']} ({share}%)"
     if not sj["log_samples"]:
         return f"jankbpf wrote no stack log; {bt}", False
-    return f"jankbpf: {sj['to_main']} of {sj['log_samples']} samples in its stack log; {bt}", \
-        sj["to_main"] == sj["log_samples"]
+    # Its tree counts sampling periods: every one of them must reach main.
+    # Data stored before the periods were (log_periods absent) is judged only
+    # where no capture weighed more than one period (to_main <= samples).
+    whole = sj.get("log_periods", sj["log_samples"])
+    known = "log_periods" in sj or sj["to_main"] <= sj["log_samples"]
+    return f"jankbpf: {reach_share(sj, 'to_main')} in its stack log; {bt}", \
+        sj["to_main"] == whole if known else _unknown_periods()
 
 
 def _warm(st):

@@ -2,7 +2,7 @@
 the planted causes."""
 from __future__ import annotations
 
-from .stats import fmt, median
+from .stats import fmt, median, reach_share
 
 
 def hotspot(doc, d):
@@ -33,7 +33,7 @@ def jvm(doc, d):
     doc.p(f"`java -cp DIR LoopServer` with no JVM option (the JDK's HttpServer and an NIO loop, "
           f"tests/apps/java/LoopServer.java) under `--threads main`: exit {d['rc']}, {len(d['janks'])} janks, "
           f"{d.get('samples')} samples; Java frames placed {rf.get('read', 0)}, unreadable "
-          f"{rf.get('unreadable', 0)}; stack logs: {d['to_thread_run']} of {d['log_samples']} samples reach "
+          f"{rf.get('unreadable', 0)}; stack logs: {reach_share(d, 'to_thread_run')} reach "
           f"`java.lang.Thread.run`.", term=True)
     doc.table(["thread", "ms", "runnable_name", "innermost Java frame", "Java frames (jit / inlined / "
                "unreadable)", "jvm_pause"],

@@ -3,7 +3,7 @@ data, and the Notes that close it."""
 from __future__ import annotations
 
 from .goals import FUZZ_INTERRUPTED_EXIT, fuzz_crashes, fuzz_interrupted, soak_lost
-from .stats import fmt, frame_costs, lane_ratio
+from .stats import fmt, frame_costs, lane_ratio, reach_share
 
 
 def lane_tax(doc, d):
@@ -88,8 +88,7 @@ def stacks(doc, d):
             f"jankbpf end to end ({what}), `{cmd}` on one {x['task_ms']:.0f} ms spin task of jank_target "
             f"(-O2, no frame pointers, nice -20): {x['samples']} on-CPU samples, {x['offcpu']} off-CPU "
             f"captures, {x['lost']} lost, {x['dropped']} dropped, {x['traces']} traces; {x['logs']} stack "
-            f"log(s) of {x['log_bytes']:,} bytes holding {x['log_samples']} samples, **{x['to_main']} of them "
-            f"reach main**. jankbpf's CPU from task start to record: {x['cpu_ms']:.0f} ms of its own "
+            f"log(s) of {x['log_bytes']:,} bytes: **{reach_share(x, 'to_main')} reach main**. jankbpf's CPU from task start to record: {x['cpu_ms']:.0f} ms of its own "
             f"(≈ {per:.1f} ms per sample) + {x['child_ms']:.0f} ms of its children (trace-cmd); the jank "
             f"record arrived {fmt(x['arrival_ms'])} ms after the task ended. heaviest_stack: "
             f"`{x['heaviest'][:400]}`")
@@ -139,7 +138,7 @@ def node(doc, d):
              f"task ended, heaviest_stack `{d[k]['heaviest'][:160]}`" for k in ("first", "second") if k in d]
     doc.p("A large binary with JIT frames, cold then warm: `node -e` running 600 ms of JavaScript per jank, "
           f"two janks; {d['samples']} samples; " + "; ".join(parts)
-          + f"; stack logs: {d['logs']}, {d['to_main']} of {d['log_samples']} samples reach main "
+          + f"; stack logs: {d['logs']}, {reach_share(d, 'to_main')} reach main "
           f"(`__libc_start_call_main`: node's main is inlined into it)"
           + (f"; JavaScript frames named with no flag: {', '.join('`' + x + '`' for x in d['js_named'])}, "
              f"runnable_name `{d.get('first', {}).get('runnable_name', '')}`; summary runtime_frames "

@@ -108,3 +108,18 @@ def where_server_added(d: dict, cfg: str, workload: str) -> float:
     total = lambda rs: [sum(v for k, v in r.items() if k in d["server_kinds"]) for r in rs]
     tool, base = total(where_per_request(d, cfg, workload)), total(where_per_request(d, "none", workload))
     return median([t - b for t, b in zip(tool, base)])
+
+
+def reach_share(d, key: str) -> str:
+    """'X of Y sampling periods (N samples)' of a stack-log share: the tree
+    counts periods (an off-CPU capture weighs those it slept). Data stored
+    before the scenarios kept the periods has samples only: said so when
+    its count of periods is above them."""
+    reach, samples = d[key], d["log_samples"]
+    if "log_periods" in d:
+        extra = f" ({samples} samples)" if d["log_periods"] != samples else ""
+        return f"{reach} of {d['log_periods']} logged sampling periods{extra}"
+    if reach > samples:
+        return (f"{reach} logged sampling periods (of {samples} samples; this run stored no count of the "
+                f"periods they weigh)")
+    return f"{reach} of {samples} logged samples"

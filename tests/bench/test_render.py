@@ -621,3 +621,37 @@ def test_where_the_throughput_goes_is_reported_from_its_samples():
     sec = md.split("## 1b.")[1].split("\n## ")[0]
     assert "**ping-pong**, µs per request" in sec and "| **server, all** |" in sec, sec[:2000]
     assert "The server's functions whose samples grew most under jankbpf" in sec
+
+
+def _with_stacks(**jankbpf):
+    res = results()
+    st = json.loads(json.dumps(res["stacks"]))
+    st["data"]["jankbpf"].update(jankbpf)
+    res = dict(res)
+    res["stacks"] = st
+    return res
+
+
+def test_unwind_goal_counts_sampling_periods_not_samples():
+    # The tree counts periods (an off-CPU capture weighs those it slept):
+    # 5 samples counted in 12 periods, all 12 reaching main, is met ...
+    r = rows(_with_stacks(log_samples=5, log_periods=12, to_main=12))["unwind-main"]
+    assert r["state"] == "met" and "12 of 12 logged sampling periods (5 samples)" in r["figure"], r
+    # ... and 5 of 12 periods is not, though 5 equals the samples.
+    r = rows(_with_stacks(log_samples=5, log_periods=12, to_main=5))["unwind-main"]
+    assert r["state"] == "not met", r
+    # Data of a run that stored no periods, more of them than samples: no verdict.
+    r = rows(_with_stacks(log_samples=5, to_main=12))["unwind-main"]
+    assert r["state"] == "error" and "log_periods" in r["figure"], r
+
+
+def test_stack_log_share_reads_the_headers_periods(tmp_path):
+    from jankbench.scenarios.stacks import is_main_frame, stack_log_share
+    log = tmp_path / "stack-1-2.txt"
+    log.write_text("# jankbpf stack log: pid 1 tid 1 (t) task of 300 ms, 3 samples, counted in 31 sampling periods\n"
+                   "31 #00 pc 0000000000001000 /bin/t (main+16)(0)\n"
+                   " 30 #01 pc 0000000000001100 /bin/t (sleepy+4)(0)\n"
+                   " 1 #01 pc 0000000000001200 /bin/t (spin+8)(0)\n"
+                   "2 #00 pc 0000000000002000 /bin/t (orphan+1)(0)\n")
+    assert stack_log_share(str(log), is_main_frame) == {
+        "samples": 3, "periods": 31, "reach": 31, "bytes": len(log.read_text())}

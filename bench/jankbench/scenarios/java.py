@@ -16,6 +16,7 @@ import tempfile
 from .. import config
 from ..config import UNIT
 from ..procs import say
+from .stacks import stack_log_share
 
 
 def hotspot_reader(ctx) -> dict:
@@ -40,24 +41,8 @@ def hotspot_reader(ctx) -> dict:
     return out
 
 
-def _thread_run_share(path: str) -> tuple[int, int]:
-    """(samples, samples whose stack reaches Thread.run) of a stack log."""
-    text = open(path, errors="replace").read()
-    m = re.search(r"(\d+) samples", text.splitlines()[0] if text else "")
-    total, reach, stack = int(m.group(1)) if m else 0, 0, []
-    for line in text.splitlines()[1:]:
-        mm = re.match(r"^(\s*)(\d+) #\d+ (.*)$", line)
-        if not mm:
-            continue
-        indent, count, frame = len(mm.group(1)), int(mm.group(2)), mm.group(3)
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        above = bool(stack) and stack[-1][1]
-        hit = frame.startswith("at java.lang.Thread.run(")
-        if hit and not above:
-            reach += count
-        stack.append((indent, above or hit))
-    return total, reach
+def _is_thread_run(frame: str) -> bool:
+    return frame.startswith("at java.lang.Thread.run(")
 
 
 def jvm(ctx) -> dict:
@@ -80,13 +65,11 @@ def jvm(ctx) -> dict:
         records = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
         janks = [r for r in records if r.get("type") == "jank"]
         summary = next((r for r in records if r.get("type") == "summary"), {})
-        tot = reach = 0
-        for f in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
-            if f.startswith("stack-"):
-                a, b = _thread_run_share(os.path.join(logs, f))
-                tot, reach = tot + a, reach + b
+        shares = [stack_log_share(os.path.join(logs, f), _is_thread_run)
+                  for f in (sorted(os.listdir(logs)) if os.path.isdir(logs) else []) if f.startswith("stack-")]
     res = {"rc": p.returncode, "janks": [], "runtime_frames": summary.get("runtime_frames", {}),
-           "samples": summary.get("samples"), "log_samples": tot, "to_thread_run": reach,
+           "samples": summary.get("samples"), "log_samples": sum(x["samples"] for x in shares),
+           "log_periods": sum(x["periods"] for x in shares), "to_thread_run": sum(x["reach"] for x in shares),
            "commands": ["javac -g -d DIR tests/apps/java/LoopServer.java",
                         " ".join(["build/jankbpf"] + argv[1:argv.index("--log-dir")] +
                                  ["--log-dir", "DIR", "--", "java", "-cp", "DIR", "LoopServer", "3500", "300"])]}

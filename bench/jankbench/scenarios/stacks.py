@@ -22,17 +22,22 @@ def is_jank(r) -> bool:
     return r.get("type") == "jank"
 
 
-def stack_log_main_share(path: str) -> tuple[int, int, int]:
-    """(samples, samples whose stack reaches main, file bytes) of a jankbpf
-    stack log: a tree of frames, each line '<count> #NN pc ... (symbol+off)',
-    nested by indentation; a sample reaches main when a frame on its path is
-    main. Counted at the outermost main of each path."""
-    reach = 0
-    stack: list[tuple[int, bool]] = []  # (indent, main on the path so far)
+def stack_log_share(path: str, is_root) -> dict:
+    """What a jankbpf stack log holds: its header's samples, the sampling
+    periods its tree counts (an off-CPU capture weighs the periods it slept:
+    the header says 'counted in N sampling periods' when they differ from
+    the samples), the periods whose path reaches a frame is_root(frame)
+    accepts (counted at the outermost such frame), and its bytes. A share
+    is periods of periods: the tree's counts are periods, not samples."""
     with open(path, errors="replace") as f:
         text = f.read()
-    m = re.search(r"(\d+) samples", text.splitlines()[0] if text else "")
-    total = int(m.group(1)) if m else 0
+    head = text.splitlines()[0] if text else ""
+    m = re.search(r"(\d+) samples", head)
+    samples = int(m.group(1)) if m else 0
+    m = re.search(r"counted in (\d+) sampling periods", head)
+    periods = int(m.group(1)) if m else samples
+    reach = 0
+    stack: list[tuple[int, bool]] = []  # (indent, root on the path so far)
     for line in text.splitlines()[1:]:
         mm = re.match(r"^(\s*)(\d+) #\d+ (.*)$", line)
         if not mm:
@@ -41,13 +46,17 @@ def stack_log_main_share(path: str) -> tuple[int, int, int]:
         while stack and stack[-1][0] >= indent:
             stack.pop()
         above = bool(stack) and stack[-1][1]
-        # The program's entry: main, or where libc calls it when main was
-        # inlined into it (node: __libc_start_call_main -> node::Start).
-        is_main = bool(re.search(r"\((?:main|__libc_start_call_main)\+\d+\)", frame))
-        if is_main and not above:
+        hit = is_root(frame)
+        if hit and not above:
             reach += count
-        stack.append((indent, above or is_main))
-    return total, reach, len(text)
+        stack.append((indent, above or hit))
+    return {"samples": samples, "periods": periods, "reach": reach, "bytes": len(text)}
+
+
+def is_main_frame(frame: str) -> bool:
+    """The program's entry: main, or where libc calls it when main was
+    inlined into it (node: __libc_start_call_main -> node::Start)."""
+    return bool(re.search(r"\((?:main|__libc_start_call_main)\+\d+\)", frame))
 
 
 def frames_of(stack: str) -> str:
@@ -70,14 +79,13 @@ def frames_of(stack: str) -> str:
     return " < ".join(syms)
 
 
-def _log_share(jb) -> tuple[int, int, int, int]:
-    """(logs, samples, samples to main, bytes) over a run's stack logs."""
+def _log_share(jb) -> tuple[int, int, int, int, int]:
+    """(logs, samples, sampling periods, periods to main, bytes) over a
+    run's stack logs."""
     logs = jb.stack_logs()
-    tot = reach = size = 0
-    for f in logs:
-        a, b, c = stack_log_main_share(f)
-        tot, reach, size = tot + a, reach + b, size + c
-    return len(logs), tot, reach, size
+    shares = [stack_log_share(f, is_main_frame) for f in logs]
+    return (len(logs), sum(x["samples"] for x in shares), sum(x["periods"] for x in shares),
+            sum(x["reach"] for x in shares), sum(x["bytes"] for x in shares))
 
 
 def stacks(ctx) -> dict:
@@ -140,11 +148,11 @@ def stack_run(args, with_bpftrace: bool):
         summary = jb.finish(exit_within=10)  # it exits by itself once its --pid target is gone
     finally:
         t.kill()
-    nlogs, tot, reach, size = _log_share(jb)
+    nlogs, tot, periods, reach, size = _log_share(jb)
     rec = hit[1] if hit else {}
     res = {"args": args, "samples": summary.get("samples"), "offcpu": summary.get("offcpu_captures"),
            "lost": summary.get("samples_lost"), "dropped": summary.get("samples_dropped"),
-           "logs": nlogs, "log_samples": tot, "to_main": reach, "log_bytes": size,
+           "logs": nlogs, "log_samples": tot, "log_periods": periods, "to_main": reach, "log_bytes": size,
            "heaviest": frames_of(rec.get("heaviest_stack", "")), "cpu_ms": (own1 - own0) / 1e6,
            "child_ms": (ch1 - ch0) / 1e6, "traces": summary.get("traces"),
            "arrival_ms": (hit[0] - task["end_ns"]) / 1e6 if hit else None,
@@ -269,12 +277,12 @@ def node(ctx) -> dict:
                         "runnable_name": r.get("runnable_name", ""),
                         "js_frames": [f"{f['symbol']} ({f.get('file', '')})" for f in r.get("stack", [])
                                       if f.get("runtime") == "js"]}
-    nlogs, tot, reach, _ = _log_share(jb)
+    nlogs, tot, periods, reach, _ = _log_share(jb)
     # JavaScript frames named with no flag (issue 13): in the records'
     # heaviest stacks, and what the summary counts.
     js = [f for k in ("first", "second") if k in res for f in res[k]["js_frames"]]
     res.update(js_named=sorted(set(js)), runtime_frames=summary.get("runtime_frames", {}))
-    res.update(log_samples=tot, to_main=reach, logs=nlogs,
+    res.update(log_samples=tot, log_periods=periods, to_main=reach, logs=nlogs,
                commands=["node -e '<600 ms of JavaScript per jank: NODE_JS in bench/jankbench/scenarios/stacks.py>'",
                          "build/jankbpf --pid PID --ignore-startup-time 3"])
     return res
