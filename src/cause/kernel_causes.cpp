@@ -1,5 +1,6 @@
 #include "cause/kernel_causes.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "cause/kernel_names.h"
@@ -32,7 +33,8 @@ void describe_lock(const jb_klock_info& k, CauseSlice& c, Identities& ids) {
     } else if (k.owner_frames == -95 || k.owner_frames == 0) {
       c.owner_stack_missing = "not taken: needs bpf_task_from_pid (6.2+) and the timer watchdog";
     } else {
-      c.owner_stack_missing = "bpf_get_task_stack failed: errno " + std::to_string(-k.owner_frames);
+      // Widened first: the record is read as hostile, and -INT_MIN is UB.
+      c.owner_stack_missing = "bpf_get_task_stack failed: errno " + std::to_string(-int64_t{k.owner_frames});
     }
   }
 }

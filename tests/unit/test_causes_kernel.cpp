@@ -3,6 +3,7 @@
 // the record (the lock's name, class, owner and its stack; the memcg; the
 // windows' on-CPU time), the why line, and the kallsyms data-symbol parser.
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -129,6 +130,26 @@ TEST_CASE("kernel_lock: a static lock by its symbol, no owner stack said why", "
   CHECK(r.cause[0].window_ms < 0);  // no window time known
   CHECK((r.cause[1].lock_name.empty() && r.cause[1].lock_class == "spinlock" && !r.cause[1].owner));
   CHECK(r.why == "40 ms on kernel lock rtnl_mutex (mutex) held by ip[301]");
+}
+
+TEST_CASE("kernel_lock: an owner stack's error of INT_MIN is said, not negated as an int", "[causes][fuzz]") {
+  // fuzz_causes (2026-12-06, UBSan): "negation of -2147483648 cannot be
+  // represented in type '__s32'" -- a forged record's owner_frames.
+  KernelIds ids;
+  CollectedStacks stacks;
+  auto e = event();
+  auto& s = add(e, JB_CAUSE_KERNEL_LOCK, 40, 0xffffffff82000040);
+  s.klock.addr = 0xffffffff82000040;
+  s.klock.flags = JB_LCB_MUTEX | JB_KLF_OWNER;
+  s.klock.owner_pid = 300;
+  s.klock.owner_tid = 301;
+  s.klock.owner_frames = INT32_MIN;
+  Evidence ev;
+  ev.causes = e;
+  auto r = record(0, 0, 40);
+  attribute(r, ev, true, ids, stacks);
+  REQUIRE(r.cause.size() == 1);
+  CHECK(r.cause[0].owner_stack_missing == "bpf_get_task_stack failed: errno 2147483648");
 }
 
 TEST_CASE("reclaim names the memcg; windows all on the CPU still make a slice of 0 ms", "[causes]") {
