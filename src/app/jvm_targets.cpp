@@ -5,6 +5,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
@@ -60,6 +61,9 @@ uint64_t JvmTargets::next_delay_ms() {
   // 0.1, 0.2, ... 12.8 s: some 25 s from the start in all.
   constexpr size_t kSteps = 8;
   if (step_ >= kSteps) return 0;
+  if (comm_.empty() &&
+      std::all_of(pids_.begin(), pids_.end(), [&](pid_t p) { return found_.count(p) || not_jvm_.count(p); }))
+    return 0;
   return 100ull << step_++;
 }
 

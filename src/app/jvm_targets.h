@@ -28,7 +28,10 @@ class JvmTargets {
   std::vector<pid_t> look();
   // How many maps files the looks read (bench section 12; tests).
   size_t maps_reads() const { return maps_reads_; }
-  // Milliseconds to the next look, 0 when the schedule is over.
+  // Milliseconds to the next look, 0 when the schedule is over: after its
+  // last step, or once every target is settled (a JVM, or seen twice
+  // without libjvm) and no --comm can name new ones. Watching one idle
+  // non-JVM then wakes jankbpf twice, not 8 times over 25 s.
   uint64_t next_delay_ms();
 
  private:

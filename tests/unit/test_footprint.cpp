@@ -134,3 +134,20 @@ TEST_CASE("JVM looks: a target seen twice without libjvm is not read again", "[f
   for (int i = 0; i < 5; i++) CHECK(targets.look().empty());
   CHECK(targets.maps_reads() == 2);
 }
+
+TEST_CASE("JVM looks: the schedule ends once every named target is settled", "[footprint][jvm]") {
+  // The bench's idle goal: watching one idle non-JVM woke jankbpf at every
+  // step of the 25 s schedule (5 context switches in its 30 s window).
+  jankbpf::JvmTargets targets({getpid()}, "");
+  CHECK(targets.next_delay_ms() == 100);  // not looked at yet
+  targets.look();
+  CHECK(targets.next_delay_ms() == 200);  // seen once without libjvm
+  targets.look();
+  CHECK(targets.next_delay_ms() == 0);    // twice: not a JVM, nothing left
+  // --comm may name a new process at any look: its schedule runs out.
+  jankbpf::JvmTargets by_name({getpid()}, "no-such-comm-xyz");
+  by_name.look();
+  by_name.look();
+  for (uint64_t ms = 100; ms <= 12800; ms *= 2) CHECK(by_name.next_delay_ms() == ms);
+  CHECK(by_name.next_delay_ms() == 0);
+}
