@@ -78,7 +78,9 @@ def build_record(names: list[str], tree: dict) -> dict:
     if os.path.realpath(config.BUILD) != os.path.realpath(os.path.join(config.ROOT, "build")):
         raise Fatal(f"JANKBPF_BUILD={config.BUILD}: the bench measures the build of the tree it runs in "
                     f"({os.path.join(config.ROOT, 'build')}), which it builds itself")
-    say(f"building from the tree: make {' '.join(builds.make_goals(names))}")
+    arm64 = builds.arm64_goals(names)
+    say(f"building from the tree: make {' '.join(builds.make_goals(names))}"
+        + (f", then make {' '.join(arm64)}" if arm64 else ""))
     try:
         builds.build(names, os.path.join(config.BENCHBIN, "build.log"), tree["describe"])
     except RuntimeError as e:
@@ -86,6 +88,11 @@ def build_record(names: list[str], tree: dict) -> dict:
     version = subprocess.run([config.JANKBPF, "--version"], capture_output=True, text=True).stdout.strip()
     if version != f"jankbpf {tree['describe']}":
         raise Fatal(f"{config.JANKBPF} says {version!r} after the build, not the tree's {tree['describe']}")
+    if builds.arm64_goals(names):
+        arm64 = os.path.join(config.ROOT, "build", "arm64", "jankbpf")
+        v64 = builds.arm64_version(arm64)
+        if v64 != f"jankbpf {tree['describe']}":
+            raise Fatal(f"{arm64} says {v64!r} after the build, not the tree's {tree['describe']}")
     return {"jankbpf_version": version, **{k: v for k, v in builds.binary(config.JANKBPF).items() if k != "path"}}
 
 

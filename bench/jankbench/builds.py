@@ -155,19 +155,45 @@ def make_goals(names: list[str]) -> list[str]:
     return goals
 
 
+# Scenarios that boot the arm64 lane kernel with build/arm64's jankbpf.
+ARM64_SCENARIOS = ("lane_causes",)
+
+
+def arm64_goals(names: list[str]) -> list[str]:
+    """The arm64 cross-build's make arguments, when a selected scenario runs
+    it (x86_64 hosts: the lane boots arm64 under qemu)."""
+    if os.uname().machine != "x86_64" or not set(ARM64_SCENARIOS) & set(names):
+        return []
+    return ["ARCH=arm64", "all", "apps"]
+
+
 def build(names: list[str], log_path: str, describe: str) -> None:
     """Builds what the scenarios run from this tree (make: only what
-    changed), its --version the tree's `describe` (dirty only for changes
-    to code, not for the bench's own outputs). Raises RuntimeError with the
+    changed), the arm64 tree too for a scenario that boots it, each
+    jankbpf's --version the tree's `describe` (dirty only for changes to
+    code, not for the bench's own outputs). Raises RuntimeError with the
     log's tail when make fails."""
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     jobs = f"-j{min(os.cpu_count() or 1, 2)}"
     with open(log_path, "w") as log:
-        rc = subprocess.run(["make", "--no-print-directory", jobs, "-C", config.ROOT, f"VERSION={describe}",
-                             *make_goals(names)], stdout=log, stderr=subprocess.STDOUT).returncode
-    if rc != 0:
-        tail = "".join(open(log_path, errors="replace").readlines()[-20:])
-        raise RuntimeError(f"make {' '.join(make_goals(names))} failed (exit {rc}; {log_path}):\n{tail}")
+        for goals in (make_goals(names), arm64_goals(names)):
+            if not goals:
+                continue
+            rc = subprocess.run(["make", "--no-print-directory", jobs, "-C", config.ROOT, f"VERSION={describe}",
+                                 *goals], stdout=log, stderr=subprocess.STDOUT).returncode
+            if rc != 0:
+                tail = "".join(open(log_path, errors="replace").readlines()[-20:])
+                raise RuntimeError(f"make {' '.join(goals)} failed (exit {rc}; {log_path}):\n{tail}")
+
+
+def arm64_version(binary: str) -> str:
+    """The arm64 jankbpf's --version, run under qemu-user (arm64-deps)."""
+    qemu = "/usr/bin/qemu-aarch64-static"
+    if not os.access(qemu, os.X_OK):
+        return f"(no {qemu} to ask {binary})"
+    r = subprocess.run([qemu, "-L", "/usr/aarch64-linux-gnu", binary, "--version"], capture_output=True,
+                       text=True, timeout=60)
+    return r.stdout.strip() or f"(exit {r.returncode}: {r.stderr.strip()[:200]})"
 
 
 def version_commit(version: str) -> str:

@@ -655,3 +655,13 @@ def test_stack_log_share_reads_the_headers_periods(tmp_path):
                    "2 #00 pc 0000000000002000 /bin/t (orphan+1)(0)\n")
     assert stack_log_share(str(log), is_main_frame) == {
         "samples": 3, "periods": 31, "reach": 31, "bytes": len(log.read_text())}
+
+
+def test_a_scenario_booting_the_arm64_lane_builds_the_arm64_tree(monkeypatch):
+    # lane_causes boots build/arm64's jankbpf: the bench builds it from the
+    # tree too (it once measured whatever an earlier build had left there).
+    monkeypatch.setattr(os, "uname", lambda: os.uname_result(("Linux", "h", "6.18", "#1", "x86_64")))
+    assert builds.arm64_goals(["lane_causes"]) == ["ARCH=arm64", "all", "apps"]
+    assert builds.arm64_goals(["causes", "lane_tax"]) == []
+    monkeypatch.setattr(os, "uname", lambda: os.uname_result(("Linux", "h", "6.18", "#1", "aarch64")))
+    assert builds.arm64_goals(["lane_causes"]) == []
