@@ -665,3 +665,12 @@ def test_a_scenario_booting_the_arm64_lane_builds_the_arm64_tree(monkeypatch):
     assert builds.arm64_goals(["causes", "lane_tax"]) == []
     monkeypatch.setattr(os, "uname", lambda: os.uname_result(("Linux", "h", "6.18", "#1", "aarch64")))
     assert builds.arm64_goals(["lane_causes"]) == []
+
+
+def test_curve_counts_bpf_time_per_program_never_negative():
+    from jankbench.scenarios.curve import _bpf_ns
+    before = {1: {"run_time_ns": 500}, 2: {"run_time_ns": 9_000}}
+    # Program 2 closed in between (its 9,000 ns gone from the later read),
+    # program 3 loaded: 1 ran 300 ns more, 3 ran 40 ns.
+    after = {1: {"run_time_ns": 800}, 3: {"run_time_ns": 40}}
+    assert _bpf_ns(before, after) == 340
