@@ -88,9 +88,10 @@ def curve(doc, d):
           f"{d['secs']} s idle and {d['secs']} s at 10 janks a second (5 for one process; a jank: 160 ms in nanosleep); CPU is "
           "jankbpf's threads (schedstat) and its BPF programs' run time (bpf_stats), as % of one CPU; "
           "kernel map memory is the memlock of every map it holds.", term=True)
-    rows = []
+    rows, negative = [], False
     for r in d["sizes"]:
         pct = lambda w: (w["jankbpf_cpu_ns"] + w["bpf_ns"]) / (w["secs"] * 1e9) * 100  # noqa: E731
+        negative = negative or any(w["bpf_ns"] < 0 for w in [r["settle"], r["idle"], *r["rates"].values()])
         ten = next(iter(r["rates"].values()))
         rows.append([f"{r['processes']:,}", f"{r['map_bytes'] / 2**20:.1f}", f"{r['rss_kb'] / 1024:.1f}",
                      f"{r['hwm_kb'] / 1024:.1f}" if r.get("hwm_kb") else "",
@@ -99,6 +100,10 @@ def curve(doc, d):
                      ", ".join(f"{k} {v}" for k, v in r["lost"].items()) or "none"])
     doc.table(["watched processes", "map memory MiB", "RSS MiB", "peak RSS MiB", f"first {d['sizes'][0]['settle']['secs']} s, % CPU",
                "idle, % CPU", "10 janks/s, % CPU", "counted as not done"], rows)
+    if negative:
+        doc.p("A negative figure is of data stored before 0e704b7: the BPF time was a difference of sums over "
+              "the programs held at each read, and a program closed in between took its run time out of the "
+              "later one. Such a window's CPU is not known.", term=True)
     pj = d["per_jank"]
     doc.table(["janks a second (100 processes)", "janks reported / asked", "jankbpf µs per jank",
                "BPF µs per jank"],
