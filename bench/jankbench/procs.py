@@ -124,6 +124,30 @@ def proc_cpu_ns(pid: int) -> int:
     return total
 
 
+def thread_cpu_ns(pid: int) -> dict[int, int]:
+    """tid -> on-CPU ns (schedstat) of each thread of pid now."""
+    out = {}
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    out[int(tid)] = int(f.read().split()[0])
+            except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+                pass
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def grown(before: dict, after: dict, key=None) -> int:
+    """What counters keyed by id (threads, programs) gained between two
+    reads, per id: one gone by the later read (an exited thread, a closed
+    program) is left out, its share of the window unknown, so that the sum
+    never goes negative; one new in the later read counts whole."""
+    val = (lambda v: v) if key is None else (lambda v: v[key])
+    return sum(max(0, val(v) - (val(before[i]) if i in before else 0)) for i, v in after.items())
+
+
 def proc_cpu_split_ns(pid: int) -> tuple[int, int]:
     """(own, children) CPU of a process: utime + stime with exited threads
     included, and cutime + cstime of its waited-for children (trace-cmd):

@@ -91,7 +91,8 @@ def curve(doc, d):
     rows, negative = [], False
     for r in d["sizes"]:
         pct = lambda w: (w["jankbpf_cpu_ns"] + w["bpf_ns"]) / (w["secs"] * 1e9) * 100  # noqa: E731
-        negative = negative or any(w["bpf_ns"] < 0 for w in [r["settle"], r["idle"], *r["rates"].values()])
+        negative = negative or any(min(w["bpf_ns"], w["jankbpf_cpu_ns"]) < 0
+                                   for w in [r["settle"], r["idle"], *r["rates"].values()])
         ten = next(iter(r["rates"].values()))
         rows.append([f"{r['processes']:,}", f"{r['map_bytes'] / 2**20:.1f}", f"{r['rss_kb'] / 1024:.1f}",
                      f"{r['hwm_kb'] / 1024:.1f}" if r.get("hwm_kb") else "",
@@ -101,9 +102,10 @@ def curve(doc, d):
     doc.table(["watched processes", "map memory MiB", "RSS MiB", "peak RSS MiB", f"first {d['sizes'][0]['settle']['secs']} s, % CPU",
                "idle, % CPU", "10 janks/s, % CPU", "counted as not done"], rows)
     if negative:
-        doc.p("A negative figure is of data stored before 0e704b7: the BPF time was a difference of sums over "
-              "the programs held at each read, and a program closed in between took its run time out of the "
-              "later one. Such a window's CPU is not known.", term=True)
+        doc.p("A negative figure is of data stored before the windows counted per thread and per program: "
+              "each was a difference of sums over the threads and programs jankbpf held at each read, and a "
+              "thread that exited in between took its CPU out of the later one. Such a window's CPU is not "
+              "known.", term=True)
     pj = d["per_jank"]
     doc.table(["janks a second (100 processes)", "janks reported / asked", "jankbpf µs per jank",
                "BPF µs per jank"],

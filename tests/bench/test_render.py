@@ -667,10 +667,12 @@ def test_a_scenario_booting_the_arm64_lane_builds_the_arm64_tree(monkeypatch):
     assert builds.arm64_goals(["lane_causes"]) == []
 
 
-def test_curve_counts_bpf_time_per_program_never_negative():
-    from jankbench.scenarios.curve import _bpf_ns
-    before = {1: {"run_time_ns": 500}, 2: {"run_time_ns": 9_000}}
+def test_curve_counts_cpu_per_thread_and_program_never_negative():
+    from jankbench.procs import grown
     # Program 2 closed in between (its 9,000 ns gone from the later read),
     # program 3 loaded: 1 ran 300 ns more, 3 ran 40 ns.
+    before = {1: {"run_time_ns": 500}, 2: {"run_time_ns": 9_000}}
     after = {1: {"run_time_ns": 800}, 3: {"run_time_ns": 40}}
-    assert _bpf_ns(before, after) == 340
+    assert grown(before, after, "run_time_ns") == 340
+    # A thread that exited (22 ms gone), one that ran 5 ms more.
+    assert grown({10: 7_000_000, 11: 22_000_000}, {10: 12_000_000}) == 5_000_000

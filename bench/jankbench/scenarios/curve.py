@@ -17,7 +17,7 @@ import subprocess
 import time
 
 from .. import config
-from ..procs import Fatal, proc_counters, proc_cpu_ns, prog_stats, read_sysctl, say, spawn, stop, write_sysctl
+from ..procs import Fatal, grown, proc_counters, prog_stats, read_sysctl, say, spawn, stop, thread_cpu_ns, write_sysctl
 from ..runner import Jankbpf
 
 FLEET = os.path.join(config.BENCHBIN, "fleet")
@@ -44,19 +44,13 @@ def map_memlock(pid: int) -> int:
     return total
 
 
-def _cpu(pid: int) -> tuple[int, dict]:
-    """(jankbpf's own CPU ns, its BPF programs' stats by id) now."""
-    return proc_cpu_ns(pid), prog_stats(pid)
-
-
-def _bpf_ns(b0: dict, b1: dict) -> int:
-    """The programs' run time between two reads, per program: one whose fd
-    jankbpf closed in between (run once at the start, like the task
-    iterator) drops out of the later read, and a difference of sums went
-    negative (-0.06 % in the first 30 s of 100 processes, 7fbc665). Its
-    time in the window is unknown and left out; one loaded in between
-    counts whole."""
-    return sum(max(0, p["run_time_ns"] - b0.get(i, {}).get("run_time_ns", 0)) for i, p in b1.items())
+def _cpu(pid: int) -> tuple[dict, dict]:
+    """jankbpf's threads' CPU ns and its BPF programs' stats, by id, now.
+    Windows count them per id (procs.grown): a thread that exits or a
+    program closed in between (the start's helpers, the task iterator) took
+    its whole time out of a later sum, and 7fbc665's run showed -0.06 %
+    CPU in the first 30 s of 100 processes."""
+    return thread_cpu_ns(pid), prog_stats(pid)
 
 
 class Fleet:
@@ -89,7 +83,7 @@ def _window(jb, fleet, rate, secs):
     time.sleep(0.5 if rate else 0)  # the last janks end and are reported
     c1, b1 = _cpu(jb.pid)
     return {"secs": round(time.monotonic() - t0, 3), "asked": sent, "janks": len(jb.timed("jank")) - n0,
-            "jankbpf_cpu_ns": c1 - c0, "bpf_ns": _bpf_ns(b0, b1)}
+            "jankbpf_cpu_ns": grown(c0, c1), "bpf_ns": grown(b0, b1, "run_time_ns")}
 
 
 def _one(n: int, rates: tuple[float, ...], secs: float) -> dict:
@@ -105,7 +99,7 @@ def _one(n: int, rates: tuple[float, ...], secs: float) -> dict:
         c0, b0 = _cpu(jb.pid)
         time.sleep(SETTLE_S)
         c1, b1 = _cpu(jb.pid)
-        row = {"processes": n, "settle": {"secs": SETTLE_S, "jankbpf_cpu_ns": c1 - c0, "bpf_ns": _bpf_ns(b0, b1)},
+        row = {"processes": n, "settle": {"secs": SETTLE_S, "jankbpf_cpu_ns": grown(c0, c1), "bpf_ns": grown(b0, b1, "run_time_ns")},
                "idle": _window(jb, fleet, 0, secs)}
         row["rates"] = {str(r): _window(jb, fleet, r, secs) for r in rates}
         row["map_bytes"] = map_memlock(jb.pid)
