@@ -78,9 +78,9 @@ def build_record(names: list[str], tree: dict) -> dict:
     if os.path.realpath(config.BUILD) != os.path.realpath(os.path.join(config.ROOT, "build")):
         raise Fatal(f"JANKBPF_BUILD={config.BUILD}: the bench measures the build of the tree it runs in "
                     f"({os.path.join(config.ROOT, 'build')}), which it builds itself")
-    arm64 = builds.arm64_goals(names)
+    cross = builds.arm64_goals(names)
     say(f"building from the tree: make {' '.join(builds.make_goals(names))}"
-        + (f", then make {' '.join(arm64)}" if arm64 else ""))
+        + (f", then make {' '.join(cross)}" if cross else ""))
     try:
         builds.build(names, os.path.join(config.BENCHBIN, "build.log"), tree["describe"])
     except RuntimeError as e:
@@ -88,7 +88,7 @@ def build_record(names: list[str], tree: dict) -> dict:
     version = subprocess.run([config.JANKBPF, "--version"], capture_output=True, text=True).stdout.strip()
     if version != f"jankbpf {tree['describe']}":
         raise Fatal(f"{config.JANKBPF} says {version!r} after the build, not the tree's {tree['describe']}")
-    if builds.arm64_goals(names):
+    if cross:
         arm64 = os.path.join(config.ROOT, "build", "arm64", "jankbpf")
         v64 = builds.arm64_version(arm64)
         if v64 != f"jankbpf {tree['describe']}":

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import builds, config
-from .stats import (reach_share, avg_hook_ns, bpf_share, fmt, frame_costs, lane_ratio, median, ratios, where_added,
-                    where_server_added)
+from .stats import (avg_hook_ns, bpf_share, fmt, frame_costs, lane_ratio, median, ratios, reach_share,
+                    where_added, where_server_added)
 
 
 @dataclass
@@ -311,11 +311,6 @@ def _hang(acc):
             h["arrival_late_ms"] <= acc["check_interval_ms"])
 
 
-def _unknown_periods():
-    raise ValueError("the stored stack-log share counts sampling periods against samples "
-                     "(no log_periods): measure the stacks scenario again")
-
-
 def _unwind(st):
     sj, bu = st["jankbpf"], st["bpftrace_ustack"]
     share = fmt(bu["to_main"] / bu["samples"] * 100 if bu["samples"] else None, ".0f")
@@ -325,10 +320,11 @@ def _unwind(st):
     # Its tree counts sampling periods: every one of them must reach main.
     # Data stored before the periods were (log_periods absent) is judged only
     # where no capture weighed more than one period (to_main <= samples).
+    if "log_periods" not in sj and sj["to_main"] > sj["log_samples"]:
+        raise ValueError("the stored stack-log share counts sampling periods against samples "
+                         "(no log_periods): measure the stacks scenario again")
     whole = sj.get("log_periods", sj["log_samples"])
-    known = "log_periods" in sj or sj["to_main"] <= sj["log_samples"]
-    return f"jankbpf: {reach_share(sj, 'to_main')} in its stack log; {bt}", \
-        sj["to_main"] == whole if known else _unknown_periods()
+    return f"jankbpf: {reach_share(sj, 'to_main')} in its stack log; {bt}", sj["to_main"] == whole
 
 
 def _warm(st):

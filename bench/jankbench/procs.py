@@ -109,21 +109,6 @@ def run(argv, **kw) -> str:
 
 # ---- /proc ------------------------------------------------------------------
 
-def proc_cpu_ns(pid: int) -> int:
-    """On-CPU ns of every thread of pid (schedstat: ns, not clock ticks)."""
-    total = 0
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                    total += int(f.read().split()[0])
-            except (FileNotFoundError, ProcessLookupError):
-                pass
-    except FileNotFoundError:
-        pass
-    return total
-
-
 def thread_cpu_ns(pid: int) -> dict[int, int]:
     """tid -> on-CPU ns (schedstat) of each thread of pid now."""
     out = {}
@@ -137,6 +122,11 @@ def thread_cpu_ns(pid: int) -> dict[int, int]:
     except FileNotFoundError:
         pass
     return out
+
+
+def proc_cpu_ns(pid: int) -> int:
+    """On-CPU ns of every thread of pid (schedstat: ns, not clock ticks)."""
+    return sum(thread_cpu_ns(pid).values())
 
 
 def grown(before: dict, after: dict, key=None) -> int:

@@ -66,6 +66,19 @@ jb_cause_slice& add(jb_cause_event& e, uint32_t kind, double ms, uint64_t key = 
   return s;
 }
 
+// rtnl_mutex (a static lock, by its symbol) held by ip[301], whose stack
+// the kernel gave as `owner_frames`.
+jb_cause_slice& add_rtnl_held(jb_cause_event& e, double ms, int32_t owner_frames) {
+  auto& s = add(e, JB_CAUSE_KERNEL_LOCK, ms, 0xffffffff82000040);
+  s.klock.addr = 0xffffffff82000040;
+  s.klock.flags = JB_LCB_MUTEX | JB_KLF_OWNER;
+  s.klock.owner_pid = 300;
+  s.klock.owner_tid = 301;
+  strcpy(s.klock.owner_comm, "ip");
+  s.klock.owner_frames = owner_frames;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("kernel_lock names mmap_lock, its class and mode, the owner and what it ran", "[causes]") {
@@ -109,13 +122,7 @@ TEST_CASE("kernel_lock: a static lock by its symbol, no owner stack said why", "
   KernelIds ids;
   CollectedStacks stacks;
   auto e = event();
-  auto& s = add(e, JB_CAUSE_KERNEL_LOCK, 40, 0xffffffff82000040);
-  s.klock.addr = 0xffffffff82000040;
-  s.klock.flags = JB_LCB_MUTEX | JB_KLF_OWNER;
-  s.klock.owner_pid = 300;
-  s.klock.owner_tid = 301;
-  strcpy(s.klock.owner_comm, "ip");
-  s.klock.owner_frames = -95;
+  add_rtnl_held(e, 40, -95);
   auto& u = add(e, JB_CAUSE_KERNEL_LOCK, 4, 0xffff888000000100);
   u.klock.addr = 0xffff888000000100;
   u.klock.flags = JB_LCB_SPIN;  // no owner recorded, no symbol
@@ -138,12 +145,7 @@ TEST_CASE("kernel_lock: an owner stack's error of INT_MIN is said, not negated a
   KernelIds ids;
   CollectedStacks stacks;
   auto e = event();
-  auto& s = add(e, JB_CAUSE_KERNEL_LOCK, 40, 0xffffffff82000040);
-  s.klock.addr = 0xffffffff82000040;
-  s.klock.flags = JB_LCB_MUTEX | JB_KLF_OWNER;
-  s.klock.owner_pid = 300;
-  s.klock.owner_tid = 301;
-  s.klock.owner_frames = INT32_MIN;
+  add_rtnl_held(e, 40, INT32_MIN);
   Evidence ev;
   ev.causes = e;
   auto r = record(0, 0, 40);

@@ -99,7 +99,8 @@ def _one(n: int, rates: tuple[float, ...], secs: float) -> dict:
         c0, b0 = _cpu(jb.pid)
         time.sleep(SETTLE_S)
         c1, b1 = _cpu(jb.pid)
-        row = {"processes": n, "settle": {"secs": SETTLE_S, "jankbpf_cpu_ns": grown(c0, c1), "bpf_ns": grown(b0, b1, "run_time_ns")},
+        row = {"processes": n,
+               "settle": {"secs": SETTLE_S, "jankbpf_cpu_ns": grown(c0, c1), "bpf_ns": grown(b0, b1, "run_time_ns")},
                "idle": _window(jb, fleet, 0, secs)}
         row["rates"] = {str(r): _window(jb, fleet, r, secs) for r in rates}
         row["map_bytes"] = map_memlock(jb.pid)
