@@ -36,12 +36,12 @@ static __always_inline struct jb_offcpu_event *stash_of(struct task_struct *task
  * capture now (takes the tokens). The uid's bucket holds a quarter of the
  * captures ring (offcpu_burst_uid): 400 processes of one uid sleeping at
  * once would otherwise fill the ring every uid shares (CI on 6f54552: 118
- * lost). A refusal is counted; so is losing a race for a bucket to another
- * CPU, which errs on the side of fewer captures.
+ * lost). A refusal is counted; a race for a bucket with another CPU is
+ * tried again (full_at_take).
  */
 static __noinline bool offcpu_token(__u32 tgid, __u32 uid, __u64 now)
 {
-	__u64 *full_at, zero = 0, old, next;
+	__u64 *full_at, zero = 0;
 
 	if (!offcpu_rate)
 		return true;
@@ -52,13 +52,10 @@ static __noinline bool offcpu_token(__u32 tgid, __u32 uid, __u64 now)
 	}
 	/* The uid's bucket looked at first: a process's token is not spent on
 	 * a capture its uid refuses. */
-	if (full_at && bucket_take(&offcpu_uid_bucket, uid, offcpu_rate, offcpu_burst_uid, now, true)) {
-		old = *full_at;
-		next = jb_rate_take(old, now, offcpu_rate);
-		if (next && __sync_val_compare_and_swap(full_at, old, next) == old &&
-		    bucket_take(&offcpu_uid_bucket, uid, offcpu_rate, offcpu_burst_uid, now, false))
-			return true;
-	}
+	if (full_at && bucket_take(&offcpu_uid_bucket, uid, offcpu_rate, offcpu_burst_uid, now, true) &&
+	    full_at_take(full_at, now, offcpu_rate, offcpu_rate, false) &&
+	    bucket_take(&offcpu_uid_bucket, uid, offcpu_rate, offcpu_burst_uid, now, false))
+		return true;
 	stat_inc(JB_STAT_OFFCPU_RATE);
 	return false;
 }
