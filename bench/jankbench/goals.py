@@ -183,8 +183,9 @@ def _lane_idle(d):
 
 
 def cause_named(row) -> bool:
-    """A trial's cause is named: the largest slice's kind and every identity
-    key the app planted match, and its time is within 10 % of the app's own.
+    """A trial's cause is named: the judged slice's (causes.PICK) kind and
+    every identity key the app planted match, and its time is within 10 %
+    of the app's own.
     fsync: between the fsync() call's own time asleep (`floor_ms`) and the
     step's (its writes may sleep too, on other things), each within 10 %."""
     got, exp = row.get("got"), row["expected"]

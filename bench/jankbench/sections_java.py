@@ -63,7 +63,8 @@ def _cause_table(doc, rows_in):
 def causes(doc, d):
     doc.p(f"`tests/apps/cause_target` plants one cause per task and measures it itself (its own wait); "
           f"`jankbpf --pid` names it. {d['trials']} tasks of each cause in {d['runs']} runs (each a fresh attach), "
-          f"kernel {d['kernel']}. Named: the largest slice is of the planted kind, every identity the README "
+          f"kernel {d['kernel']}. Named: the largest slice (for mmap_lock the kernel_lock slice, for fsync the fsync's own io "
+          "slice: the step's spin and writes may queue or sleep longer) is of the planted kind, every identity the README "
           "promises for it matches what the app planted, and its time is within 10 % of the app's measure.",
           term=True)
     _cause_table(doc, d["rows"])

@@ -796,10 +796,16 @@ def test_causes_name_fsync_io_and_major_faults(boot, scenario):
         got, truth = sum(c["ms"] for c in io), task["wait_ns"] / 1e6
         step = (task["end_ns"] - task["begin_ns"]) / 1e6
         assert io and abs(got - truth) <= max(0.1 * truth, 0.01 * step), (io, truth, step)
-        c = max(io, key=lambda c: c["ms"])
-        assert c["syscall"] == "fsync" and c["fd_path"] == task["file"], c
+        # The fsync's own slice: the writes before it may sleep on the same
+        # file's writeback (dirty throttling), longer than the fsync where
+        # TCG makes the writes slow (arm64: a 12 s write, 50 MB of it
+        # throttled, beside a 38 ms fsync).
+        c = next((c for c in io if c.get("syscall") == "fsync"), None)
+        assert c and c["fd_path"] == task["file"], io
         assert c["device_name"] == "vda", c
-        assert "block_requests" in missing or c["requests"] > 0, c
+        # The requests go with the slice whose sleep issued them: the
+        # fsync's, or where the writes were throttled, theirs.
+        assert "block_requests" in missing or any(s.get("requests", 0) > 0 for s in io), io
     except (AssertionError, KeyError, ValueError) as e:
         failures.append(f"fsync: {e!r} why={j.get('why')!r}")
     task = by_kind["fault"]
