@@ -178,7 +178,6 @@ def test_tiny_threads_map_is_counted_and_named(monkeypatch, targets):
     assert len(pids) == 2, pids
 
 
-
 RACERS = 32
 RACE_ROUNDS = 24
 
