@@ -51,13 +51,22 @@ def test_dwarf_unwinds_frame_pointerless_binary_to_main(tmp_path):
     mine = [i for i, (path, build_id) in enumerate(modules) if path.endswith("/stack_loop")]
     assert mine and len(modules[mine[0]][1]) == 40
     assert all(f["module_index"] < len(modules) for f in j["stack"])
-    # The seed's stack log: one tree, counts never above the sample count.
+    # The seed's stack log: one tree of the record's samples. A preemption
+    # caught in the task weighs the sampling periods it lasted; the header
+    # then says in how many periods the tree counts, and no frame counts
+    # more than the tree's roots together.
     (log,) = j["external_log"]
     assert os.path.basename(log).startswith(f"stack-{j['pid']}-")
     text = open(log).read()
+    m = re.search(r"^# jankbpf stack log: .* task of [\d.]+ ms, (\d+) samples(?:, counted in (\d+) sampling periods)?$",
+                  text, re.M)
+    assert m, text
+    assert int(m.group(1)) == j["samples"]
+    periods = int(m.group(2) or m.group(1))
     lines = [l for l in text.splitlines() if not l.startswith("#")]
     counts = [int(l.split()[0]) for l in lines]
-    assert max(counts) <= j["samples"]
+    assert sum(int(l.split()[0]) for l in lines if not l.startswith(" ")) == periods, text
+    assert max(counts) <= periods
     assert re.search(r"^\s*\d+ #\d\d pc [0-9a-f]{8} \S+/stack_loop\(inner\+\d+\)\([0-9a-f]{40}\)$",
                      text, re.M), text
     assert oct(os.stat(log).st_mode & 0o777) == "0o640"
