@@ -326,6 +326,10 @@ bool Monitor::start_stacks() {
     return false;
   }
   sampling_ = true;
+  const DetectorConfig dc = detector_config(opts_);
+  early_ns_ = dc.early_ns;
+  sample_window_ns_ = dc.sample_window_ns;
+  sample_period_ns_ = dc.sample_period_ns;
   log::info("stacks: %u-byte samples every %u ms from %u ms into a task%s", opts_.stack_bytes,
             opts_.sample_period_ms, opts_.threshold_ms / 3,
             detector_->offcpu_enabled() ? ", off-CPU captures on" : "");
@@ -634,6 +638,7 @@ void Monitor::on_task(const jb_task_event& e) {
   if (!hang && traces_) ctx.trace = traces_->take(static_cast<pid_t>(e.hdr.tid), e.seq);
   TaskRecord rec = builder_.task(e, ctx.exe);
   if ((rec.records_rate_limited = rate_limited_since(rec.proc.pid, false))) rec.budgets |= kBudgetRecordRate;
+  rec.unsampled_ms = unsampled_ms(e, rec);
   reporter_->report(std::move(rec), std::move(ctx));
   (hang ? hangs_ : janks_)++;
 }

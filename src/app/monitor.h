@@ -33,6 +33,7 @@
 #include "output/output.h"
 #include "report/report_sink.h"
 #include "sampling/perf_sampler.h"
+#include "sampling/sampler_coverage.h"
 #include "util/clock.h"
 #include "util/fd.h"
 
@@ -79,6 +80,9 @@ class Monitor {
   void on_record(std::span<const uint8_t> rec);
   void on_task(const jb_task_event& e);
   void keep_sampling(bool on);
+  // A task's running time its sampling window had the clocks off (beyond
+  // one period), counted and said once on stderr; 0 when sampled throughout.
+  double unsampled_ms(const jb_task_event& e, const TaskRecord& rec);
   // Every perf sample waiting in the rings to the reporter.
   void drain_samples();
   // Announce each sample of pid at once (a Python process) or not.
@@ -120,6 +124,9 @@ class Monitor {
   std::string traces_error_;
   PerfSampler sampler_;
   bool sampling_ = false;   // stacks configured
+  SamplerCoverage sampler_on_;  // when the clocks were on
+  uint64_t early_ns_ = 0, sample_window_ns_ = 0, sample_period_ns_ = 0;  // as the kernel samples
+  uint64_t unsampled_tasks_ = 0;
   std::unordered_set<pid_t> eager_;  // in the kernel's eager_pids
   Fd lease_;                // while sampling is on: checks whether it is still needed
   int capture_fd_ = -1;     // trace-cmd's pidfd while a capture runs

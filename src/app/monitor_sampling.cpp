@@ -4,6 +4,8 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "app/monitor.h"
 #include "util/log.h"
 
@@ -22,12 +24,33 @@ void Monitor::keep_sampling(bool on) {
   itimerspec its{};
   if (on) {
     sampler_.enable();
+    sampler_on_.on(monotonic_ns());
     its.it_value.tv_nsec = kLeaseNs;
     its.it_interval.tv_nsec = kLeaseNs;
   } else {
     sampler_.disable();
+    sampler_on_.off(monotonic_ns());
   }
   timerfd_settime(lease_.get(), 0, &its, nullptr);
+}
+
+double Monitor::unsampled_ms(const jb_task_event& e, const TaskRecord& rec) {
+  if (!sampling_ || !early_ns_ || e.end_ns <= e.begin_ns + early_ns_) return 0;
+  const uint64_t from = e.begin_ns + early_ns_;
+  const uint64_t to = std::min(e.end_ns, e.begin_ns + sample_window_ns_);
+  const uint64_t off = sampler_on_.off_within(from, to);
+  // At most its running time: asleep, a thread needs no clock (its
+  // off-CPU captures are taken at the switch). Turning the clocks on takes
+  // the event thread a wakeup: within one period that costs at most the
+  // sample it would have taken.
+  const double ms = std::min(static_cast<double>(off) / 1e6, rec.state.running_ms);
+  if (ms * 1e6 <= static_cast<double>(sample_period_ns_)) return 0;
+  if (unsampled_tasks_++ == 0)
+    log::warn("pid %d tid %d: %.0f ms of a %.0f ms task ran with the sampling clocks still off: jankbpf's "
+              "event thread waited for a CPU to turn them on (unsampled_ms in its record; counted as "
+              "unsampled_tasks in the summary)",
+              rec.proc.pid, rec.tid, ms, rec.duration_ms);
+  return ms;
 }
 
 void Monitor::on_lease() {

@@ -33,6 +33,7 @@ void Monitor::emit_summary() {
   s.hangs = hangs_;
   s.exits = exits_;
   s.samples_lost = sampler_.lost();
+  s.unsampled_tasks = unsampled_tasks_;
   auto rs = reporter_->stats();
   s.samples_dropped = rs.dropped;
   s.stack_logs = rs.stack_logs;

@@ -230,6 +230,7 @@ struct TaskRecord {
   // Stacks.
   std::string heaviest_stack;  // heaviest path (by time), leaf first
   uint32_t samples = 0;        // stacks in the tree (on- and off-CPU)
+  double unsampled_ms = 0;     // running time in its sampling window with the clocks off (app/monitor_sampling.cpp)
   std::vector<StackFrame> stack;  // the heaviest path, structured, leaf first
   // The heaviest path of the on-CPU samples alone (not rendered): where
   // `why` says the running time went. Unset: `stack` stands for it.
@@ -334,6 +335,7 @@ struct SummaryRecord {
   std::vector<std::string> features_missing;  // kernel features a fallback replaced (see --check)
   std::vector<ProgramCost> bpf;  // per-program cost (with kernel.bpf_stats_enabled)
   uint64_t samples_lost = 0;     // perf ring overflows
+  uint64_t unsampled_tasks = 0;  // janks and hangs with unsampled_ms
   uint64_t samples_dropped = 0;  // dropped by jankbpf (queue over its bound)
   uint64_t stack_logs = 0;       // stack files written
   uint64_t traces = 0;           // trace files written

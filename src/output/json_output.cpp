@@ -197,6 +197,7 @@ std::string to_json_line(const TaskRecord& r) {
   if (!r.trace_note.empty()) j["trace_note"] = r.trace_note;
   j["heaviest_stack"] = r.heaviest_stack;
   j["samples"] = r.samples;
+  if (r.unsampled_ms > 0) j["unsampled_ms"] = ms3(r.unsampled_ms);
   Json stack = Json::array();
   for (const auto& f : r.stack) {
     char hex[32];
@@ -289,6 +290,7 @@ std::string to_json_line(const SummaryRecord& r) {
   j["samples"] = k.samples;
   j["offcpu_captures"] = k.offcpu;
   j["samples_lost"] = r.samples_lost;
+  j["unsampled_tasks"] = r.unsampled_tasks;
   j["samples_dropped"] = r.samples_dropped;
   j["stack_logs"] = r.stack_logs;
   j["traces"] = r.traces;

@@ -138,13 +138,22 @@ def test_every_long_task_reported_once_with_true_length_and_state(tmp_path):
         assert j["begin_time"] <= j["end_time"]
         assert j["seen_running"], "crossing not seen while the task ran"
         # Stacks for every task that ran or slept; one spent waiting for a
-        # CPU behind a real-time hog may never run to be sampled.
-        if j["state_ms"]["runnable"] < 0.5 * j["duration_ms"]:
-            assert j["samples"] > 0 and j["heaviest_stack"], "no stacks for a long task"
+        # CPU behind a real-time hog may never run to be sampled. The
+        # sampling clocks go on when jankbpf's event thread gets a CPU after
+        # the early mark: on a loaded host (CI runs fuzzers and qemu beside
+        # this) that can come after a spin ends, and the record says so.
+        if j["state_ms"]["runnable"] < 0.5 * j["duration_ms"] and j["samples"] == 0:
+            unsampled = j.get("unsampled_ms", 0)
+            assert unsampled >= j["state_ms"]["running"] - THRESHOLD / 3 - 2 * 10, f"no stacks for a long task: {j}"
+        if j["samples"] == 0:
+            assert not j["heaviest_stack"]
+        else:
+            assert j["heaviest_stack"]
         for path in j["external_log"]:
             assert os.path.isfile(path)
     summary = jb.summary()
     assert summary["lost_events"] == 0
+    assert summary["unsampled_tasks"] == sum(1 for j in janks if "unsampled_ms" in j)
     # 3000 short tasks + the scripted ones + idle wakeups, all counted in the kernel.
     assert summary["tasks_checked"] >= 3000 + 10
     assert summary["janks"] == len(janks)

@@ -8,8 +8,9 @@ import subprocess
 
 import pytest
 
-from harness import BUILD, Jankbpf, need, run_jankbpf
-from target import Target
+from harness import BUILD, JANKBPF, Jankbpf, need, run_jankbpf
+from harness import _with_log_dir as with_log_dir
+from target import Target, command as target_command
 
 STACK_LOOP = os.path.join(BUILD, "tests", "stack_loop")
 IGNORE = "3"
@@ -70,6 +71,36 @@ def test_dwarf_unwinds_frame_pointerless_binary_to_main(tmp_path):
     assert re.search(r"^\s*\d+ #\d\d pc [0-9a-f]{8} \S+/stack_loop\(inner\+\d+\)\([0-9a-f]{40}\)$",
                      text, re.M), text
     assert oct(os.stat(log).st_mode & 0o777) == "0o640"
+
+
+def test_a_task_that_ran_while_jankbpf_waited_for_a_cpu_says_it_went_unsampled(tmp_path):
+    # jankbpf and a SCHED_FIFO target share one CPU: the target's spins keep
+    # jankbpf's event thread from turning the sampling clocks on at their
+    # early mark, as a real-time app does to a jankbpf queued on its CPU on
+    # a busy host. The record says how long its task ran unsampled, instead
+    # of showing no samples for no reason; a sleep needs no clock.
+    cpu = str(min(os.sched_getaffinity(0)))
+    script = "spin:300,sleep:250,spin:400"
+    argv = ["taskset", "-c", cpu, JANKBPF, *with_log_dir(["--ignore-startup-time", IGNORE, "--threshold", "150",
+                                                          "--", *target_command(script, start_delay=3.5, fifo=1)])]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    records = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+    janks = janks_of(records)
+    assert [round(j["duration_ms"], -2) for j in janks] == [300, 300, 400], janks
+    early, period = 50, 10
+    for j in (janks[0], janks[2]):
+        window = j["duration_ms"] - early  # within --sample-count x --sample-interval
+        running = j["state_ms"]["running"]
+        unsampled = j.get("unsampled_ms", 0)
+        assert period < unsampled <= running, j
+        # What the clocks were on for is what they sampled (a period either
+        # side for the tick and for turning them on).
+        assert abs(j["samples"] * period - (window - unsampled)) <= 3 * period, j
+    assert "unsampled_ms" not in janks[1] and janks[1]["samples"] >= 1, janks[1]
+    (summary,) = [r for r in records if r.get("type") == "summary"]
+    assert summary["unsampled_tasks"] == 2
+    assert p.stderr.count("ran with the sampling clocks still off") == 1, p.stderr
 
 
 def test_stacks_cover_the_start_of_the_task(tmp_path):
