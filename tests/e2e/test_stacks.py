@@ -87,7 +87,7 @@ def test_a_task_that_ran_while_jankbpf_waited_for_a_cpu_says_it_went_unsampled(t
     assert p.returncode == 0, p.stderr
     records = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
     janks = janks_of(records)
-    assert [round(j["duration_ms"], -2) for j in janks] == [300, 300, 400], janks
+    assert len(janks) == 3 and all(abs(j["duration_ms"] - ms) < 20 for j, ms in zip(janks, (300, 250, 400))), janks
     early, period = 50, 10
     for j in (janks[0], janks[2]):
         window = j["duration_ms"] - early  # within --sample-count x --sample-interval
