@@ -47,7 +47,14 @@ def _machine(m: dict) -> str:
 def _run_kind(p: dict) -> str:
     if p.get("how"):
         return "by hand"
-    return "BENCH_QUICK=1 smoke run" if p.get("quick") else "full run"
+    if p.get("quick"):
+        return "BENCH_QUICK=1 smoke run"
+    # Some scenarios measured again (BENCH_ONLY / BENCH_SKIP): one commit,
+    # but not the full run of every scenario that the word would claim.
+    cmd = p.get("command") or ""
+    if any(k in cmd for k in ("BENCH_ONLY=", "BENCH_SKIP=", "--only", "--skip")):
+        return "selected scenarios"
+    return "full run"
 
 
 def _build(p: dict) -> str:

@@ -593,6 +593,16 @@ def test_runs_say_whether_they_measured_the_code_as_it_is():
     assert line.startswith(f"0 of {len(measured)}") and "commit(s)" not in line, line
 
 
+def test_a_run_of_some_scenarios_is_not_called_a_full_run():
+    base = {"quick": False}
+    assert report._run_kind({**base, "command": "make bench FUZZ_BENCH_MINUTES=28 FUZZ_JOBS=2"}) == "full run"
+    for cmd in ("make bench BENCH_ONLY=fuzz FUZZ_BENCH_MINUTES=75", "make bench BENCH_SKIP=soak",
+                "python3 -m jankbench --only tax,hooks"):
+        assert report._run_kind({**base, "command": cmd}) == "selected scenarios", cmd
+    assert report._run_kind({"quick": True, "command": "make bench BENCH_QUICK=1"}) == "BENCH_QUICK=1 smoke run"
+    assert report._run_kind({"how": "by hand", "command": "make bench BENCH_ONLY=x"}) == "by hand"
+
+
 def test_report_code_is_not_what_the_runtime_scenarios_measure(tmp_path):
     """`jankbpf report` and the --report sinks run in no scenario but the
     fuzzers: a change there leaves the others fresh, and stales the fuzz."""
