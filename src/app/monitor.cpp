@@ -326,10 +326,6 @@ bool Monitor::start_stacks() {
     return false;
   }
   sampling_ = true;
-  const DetectorConfig dc = detector_config(opts_);
-  early_ns_ = dc.early_ns;
-  sample_window_ns_ = dc.sample_window_ns;
-  sample_period_ns_ = dc.sample_period_ns;
   log::info("stacks: %u-byte samples every %u ms from %u ms into a task%s", opts_.stack_bytes,
             opts_.sample_period_ms, opts_.threshold_ms / 3,
             detector_->offcpu_enabled() ? ", off-CPU captures on" : "");

@@ -125,7 +125,6 @@ class Monitor {
   PerfSampler sampler_;
   bool sampling_ = false;   // stacks configured
   SamplerCoverage sampler_on_;  // when the clocks were on
-  uint64_t early_ns_ = 0, sample_window_ns_ = 0, sample_period_ns_ = 0;  // as the kernel samples
   uint64_t unsampled_tasks_ = 0;
   std::unordered_set<pid_t> eager_;  // in the kernel's eager_pids
   Fd lease_;                // while sampling is on: checks whether it is still needed

@@ -35,16 +35,18 @@ void Monitor::keep_sampling(bool on) {
 }
 
 double Monitor::unsampled_ms(const jb_task_event& e, const TaskRecord& rec) {
-  if (!sampling_ || !early_ns_ || e.end_ns <= e.begin_ns + early_ns_) return 0;
-  const uint64_t from = e.begin_ns + early_ns_;
-  const uint64_t to = std::min(e.end_ns, e.begin_ns + sample_window_ns_);
+  if (!sampling_) return 0;
+  const DetectorConfig dc = detector_config(opts_);  // the window the kernel samples in
+  if (!dc.early_ns || e.end_ns <= e.begin_ns + dc.early_ns) return 0;
+  const uint64_t from = e.begin_ns + dc.early_ns;
+  const uint64_t to = std::min(e.end_ns, e.begin_ns + dc.sample_window_ns);
   const uint64_t off = sampler_on_.off_within(from, to);
   // At most its running time: asleep, a thread needs no clock (its
   // off-CPU captures are taken at the switch). Turning the clocks on takes
   // the event thread a wakeup: within one period that costs at most the
   // sample it would have taken.
   const double ms = std::min(static_cast<double>(off) / 1e6, rec.state.running_ms);
-  if (ms * 1e6 <= static_cast<double>(sample_period_ns_)) return 0;
+  if (ms * 1e6 <= static_cast<double>(dc.sample_period_ns)) return 0;
   if (unsampled_tasks_++ == 0)
     log::warn("pid %d tid %d: %.0f ms of a %.0f ms task ran with the sampling clocks still off: jankbpf's "
               "event thread waited for a CPU to turn them on (unsampled_ms in its record; counted as "

@@ -17,11 +17,12 @@ from jankrun import RUNNING, Jankbpf, stop_all  # noqa: E402,F401  (re-exported)
 from jankrun import with_log_dir as _with_log_dir  # noqa: E402
 
 
-def run_jankbpf(*args, timeout=60, env=None):
+def run_jankbpf(*args, timeout=60, env=None, prefix=()):
     """Runs jankbpf to completion: (returncode, records, stderr). `env`
-    adds variables (e.g. JANKBPF_DISABLE) to this process's environment."""
+    adds variables (e.g. JANKBPF_DISABLE) to this process's environment;
+    `prefix` runs it under another command (e.g. taskset)."""
     full_env = {**os.environ, **env} if env else None
-    p = subprocess.run([JANKBPF, *_with_log_dir(args)], capture_output=True, text=True,
+    p = subprocess.run([*prefix, JANKBPF, *_with_log_dir(args)], capture_output=True, text=True,
                        timeout=timeout, env=full_env)
     records = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
     return p.returncode, records, p.stderr

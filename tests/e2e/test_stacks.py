@@ -8,8 +8,7 @@ import subprocess
 
 import pytest
 
-from harness import BUILD, JANKBPF, Jankbpf, need, run_jankbpf
-from harness import _with_log_dir as with_log_dir
+from harness import BUILD, Jankbpf, need, run_jankbpf
 from target import Target, command as target_command
 
 STACK_LOOP = os.path.join(BUILD, "tests", "stack_loop")
@@ -81,11 +80,10 @@ def test_a_task_that_ran_while_jankbpf_waited_for_a_cpu_says_it_went_unsampled(t
     # of showing no samples for no reason; a sleep needs no clock.
     cpu = str(min(os.sched_getaffinity(0)))
     script = "spin:300,sleep:250,spin:400"
-    argv = ["taskset", "-c", cpu, JANKBPF, *with_log_dir(["--ignore-startup-time", IGNORE, "--threshold", "150",
-                                                          "--", *target_command(script, start_delay=3.5, fifo=1)])]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-    records = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+    rc, records, err = run_jankbpf("--ignore-startup-time", IGNORE, "--threshold", "150",
+                                   "--", *target_command(script, start_delay=3.5, fifo=1),
+                                   prefix=("taskset", "-c", cpu))
+    assert rc == 0, err
     janks = janks_of(records)
     assert len(janks) == 3 and all(abs(j["duration_ms"] - ms) < 20 for j, ms in zip(janks, (300, 250, 400))), janks
     early, period = 50, 10
@@ -100,7 +98,7 @@ def test_a_task_that_ran_while_jankbpf_waited_for_a_cpu_says_it_went_unsampled(t
     assert "unsampled_ms" not in janks[1] and janks[1]["samples"] >= 1, janks[1]
     (summary,) = [r for r in records if r.get("type") == "summary"]
     assert summary["unsampled_tasks"] == 2
-    assert p.stderr.count("ran with the sampling clocks still off") == 1, p.stderr
+    assert err.count("ran with the sampling clocks still off") == 1, err
 
 
 def test_stacks_cover_the_start_of_the_task(tmp_path):
