@@ -182,6 +182,7 @@ struct loop {
 	cpu_set_t late_saved;
 	atomic_int hog_busy;
 	pthread_barrier_t *hog_ready;
+	int sched_fd;          /* /proc/self/task/TID/schedstat: edge_delay_ns */
 	/* --measure */
 	int stat_fd;           /* /proc/self/task/TID/stat */
 	atomic_int sampling;
@@ -380,6 +381,22 @@ static void meas_take(struct loop *L, struct meas *m)
 		}
 	}
 	m->delay_ns = delay;
+}
+
+/* The thread's schedstat run_delay: ns it has waited on a runqueue. */
+static uint64_t run_delay_ns(struct loop *L)
+{
+	char buf[128];
+	unsigned long long run = 0, delay = 0;
+	if (L->sched_fd < 0)
+		return 0;
+	ssize_t n = pread(L->sched_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	if (sscanf(buf, "%llu %llu", &run, &delay) != 2)
+		return 0;
+	return delay;
 }
 
 static void sampling_set(struct loop *L, int on)
@@ -696,6 +713,7 @@ struct record {
 	long naps;
 	int cpu;
 	uint64_t wake;  /* late: when the timer that ended the wait fired */
+	uint64_t edge_delay; /* run delay across the waits that begin and end it */
 	struct meas m0, m1;
 };
 
@@ -747,9 +765,11 @@ static void emit_record(struct loop *L, struct record *R)
 			 ",\"spin_ms\":%ld,\"wake_ns\":%" PRIu64 ",\"delivery_ns\":%" PRIu64 ",\"cpu\":%d,\"method\":\"%s\"",
 			 R->st->arg2, R->wake, R->begin - R->wake, R->cpu, L->hog_fifo ? "fifo" : "idle");
 	emit("{\"task\":%d,\"kind\":\"%s\",\"arg\":%ld,\"tid\":%d,\"pid\":%d,\"thread\":\"%s\",\"worker\":%d,"
-	     "\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"dur_ns\":%" PRIu64 ",\"wait\":\"%s\"%s%s}",
+	     "\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"dur_ns\":%" PRIu64 ",\"wait\":\"%s\","
+	     "\"edge_delay_ns\":%" PRIu64 "%s%s}",
 	     R->task, kind_names[k], R->st->arg, L->tid, the_pid, name, L->index, R->begin, R->end,
-	     R->end - R->begin, loop_kinds[cfg.loop].syscall, extra, state_json(L, R, st, sizeof(st)));
+	     R->end - R->begin, loop_kinds[cfg.loop].syscall, k == K_SHORT ? 0 : R->edge_delay, extra,
+	     state_json(L, R, st, sizeof(st)));
 }
 
 /* Run one dispatch of the record's step; t0 is when the wait returned. */
@@ -825,7 +845,13 @@ static int run_loop(struct loop *L)
 			sampling_set(L, 0);
 			meas_take(L, &R.m1);
 		}
+		/* The kernel bounds a task at the wait's syscall, this program at
+		 * its clock reads around it: what the thread waited for a CPU in
+		 * between is in one span only. Read where a task may begin or end. */
+		int edge = !active || (sub_open && (R.st->kind != K_SHORT || R.count + 1 == R.target));
+		uint64_t delay_in = edge ? run_delay_ns(L) : 0;
 		do_wait(L, &t_in, &t_out);
+		uint64_t edge_delay = edge ? run_delay_ns(L) - delay_in : 0;
 
 		/* The wait ended the open dispatch: account it. */
 		if (sub_open) {
@@ -838,6 +864,7 @@ static int run_loop(struct loop *L)
 			if (d < R.min_dur)
 				R.min_dur = d;
 			R.end = t_in;
+			R.edge_delay += edge_delay;
 			if (R.count == R.target) {
 				emit_record(L, &R);
 				active = 0;
@@ -892,6 +919,7 @@ static int run_loop(struct loop *L)
 		R.st = st;
 		R.task = ++L->task_seq;
 		R.begin = t_out;
+		R.edge_delay = edge_delay;
 		R.target = st->kind == K_SHORT ? st->arg : 1;
 		R.min_dur = UINT64_MAX;
 		if (st->kind == K_LATE) {
@@ -921,6 +949,11 @@ static int setup_loop(struct loop *L)
 	L->tid = gettid_();
 	L->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)L->tid << 17) ^ now_ns();
 	L->stat_fd = -1;
+	{
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", L->tid);
+		L->sched_fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
 	L->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	L->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (L->tfd < 0 || L->efd < 0)
@@ -1140,7 +1173,9 @@ static void usage(FILE *f)
 "before the next wait is entered):\n"
 "  {\"ready\":true,\"pid\":P,\"tid\":P,\"loop\":..,\"wait\":..,\"workers\":[tids],...}\n"
 "  {\"task\":K,\"kind\":..,\"arg\":..,\"tid\":..,\"pid\":..,\"thread\":..,\"worker\":W,\n"
-"   \"begin_ns\":..,\"end_ns\":..,\"dur_ns\":..,\"wait\":..}   one per task\n"
+"   \"begin_ns\":..,\"end_ns\":..,\"dur_ns\":..,\"wait\":..,\"edge_delay_ns\":..}\n"
+"   one per task; edge_delay_ns: schedstat run delay across the waits that\n"
+"   begin and end it (time only the kernel's span of the task may hold)\n"
 "  {\"task\":K,\"kind\":\"short\",...,\"count\":N,\"max_dur_ns\":..}  one per short:N\n"
 "  {\"stuck\":true,\"task\":K,\"tid\":..,\"begin_ns\":..}   when a stuck task starts\n"
 "  {\"done\":true,\"exit\":CODE}\n"

@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from harness import BUILD, Jankbpf, close_to_app
+from harness import BUILD, Jankbpf, close_to_app, close_to_task
 from target import Target
 
 IGNORE = "3"
@@ -78,7 +78,7 @@ def check_first_task(jb, target, loop, mode):
                                f"{t['begin_ns']}..{t['end_ns']}: {jb.of_type('jank', target.pid)}\n"
                                f"{jb.stderr[-2000:]}")
         assert j["wait_syscall"] == LOOPS[loop][0], j
-        assert close_to_app(j["duration_ms"], t["dur_ns"] / 1e6), (loop, mode, j["duration_ms"], t)
+        assert close_to_task(j["duration_ms"], t), (loop, mode, j["duration_ms"], t)
         janks[t["kind"]] = j
     first = janks["spin"]
     assert first["samples"] >= MIN_SAMPLES, (loop, mode, first["samples"])

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from harness import (Jankbpf, close_to_app, held_bpf_ids, held_map_ids, maps_still_loaded, need, run_jankbpf,
+from harness import (Jankbpf, close_to_task, held_bpf_ids, held_map_ids, maps_still_loaded, need, run_jankbpf,
                      still_loaded, JANKBPF)
 import target as target_mod
 from target import DOMINANT_STATE
@@ -104,8 +104,7 @@ def assert_matches_truth(janks, target, threshold=THRESHOLD, worker=0):
         assert len(found) == 1, f"task {task['kind']}:{task.get('arg')} reported {len(found)} times"
         j = found[0]
         matched.add(id(j))
-        true_ms = task["dur_ns"] / 1e6
-        assert close_to_app(j["duration_ms"], true_ms), (task, j["duration_ms"])
+        assert close_to_task(j["duration_ms"], task), (task, j["duration_ms"])
         parts = j["state_ms"]
         assert abs(sum(parts.values()) - j["duration_ms"]) < 0.01
         assert_states_match(task, j)
