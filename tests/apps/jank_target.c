@@ -182,7 +182,7 @@ struct loop {
 	cpu_set_t late_saved;
 	atomic_int hog_busy;
 	pthread_barrier_t *hog_ready;
-	int sched_fd;          /* /proc/self/task/TID/schedstat: edge_delay_ns */
+	int sched_fd;          /* /proc/self/task/TID/schedstat: run delay */
 	/* --measure */
 	int stat_fd;           /* /proc/self/task/TID/stat */
 	atomic_int sampling;
@@ -365,24 +365,6 @@ struct meas {
 	uint64_t delay_ns;  /* schedstat run_delay: runnable, waiting for a CPU */
 };
 
-static void meas_take(struct loop *L, struct meas *m)
-{
-	char buf[128], path[64];
-	unsigned long long run = 0, delay = 0;
-	m->cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", L->tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n > 0) {
-			buf[n] = 0;
-			sscanf(buf, "%llu %llu", &run, &delay);
-		}
-	}
-	m->delay_ns = delay;
-}
-
 /* The thread's schedstat run_delay: ns it has waited on a runqueue. */
 static uint64_t run_delay_ns(struct loop *L)
 {
@@ -397,6 +379,12 @@ static uint64_t run_delay_ns(struct loop *L)
 	if (sscanf(buf, "%llu %llu", &run, &delay) != 2)
 		return 0;
 	return delay;
+}
+
+static void meas_take(struct loop *L, struct meas *m)
+{
+	m->cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	m->delay_ns = run_delay_ns(L);
 }
 
 static void sampling_set(struct loop *L, int on)

@@ -1,10 +1,8 @@
 """End-to-end tests of stacks: perf-sampled on-CPU stacks unwound with DWARF
 from -O2 -fomit-frame-pointer binaries, off-CPU captures with their waker,
 JIT frames from perf maps, the seed's stack log."""
-import json
 import os
 import re
-import subprocess
 
 import pytest
 
