@@ -74,12 +74,13 @@ def assert_states_match(task, j):
         where = f"{task['kind']}: jankbpf {parts}, app cpu {cpu:.3f} run_delay {delay:.3f}"
         assert abs(parts["runnable"] - delay) <= tol, where
         # On a CPU or queued for one: the sum, not the split, is what the
-        # two clocks agree on. A wakeup that preempts the CPU's current task
-        # (its idle) skips the rq clock's update at the switch that follows,
-        # so the thread's CPU clock counts from the enqueue and run_delay
-        # gains nothing: time jankbpf saw queued is CPU time to the app
-        # (seen: 0.3-0.7 ms over 300 O_DIRECT reads on a quiet VM, run_delay
-        # 0.00 for 299 of them). The split is held by the check above.
+        # two clocks agree on. By the scheduler's code, a wakeup that preempts
+        # the CPU's current task (its idle) skips the rq clock's update at the
+        # switch that follows, so the thread's CPU clock counts from the
+        # enqueue and run_delay gains nothing: time jankbpf saw queued is CPU
+        # time to the app (seen: 0.2-1.0 ms a task of ~300 O_DIRECT reads on
+        # this VM; one of 299 reads had run_delay 0.00). The split is held by
+        # the check above.
         assert parts["running"] + parts["runnable"] >= cpu + delay - tol, where
         assert off_cpu <= unexplained + tol, where
     want = DOMINANT_STATE.get(task["kind"])
