@@ -17,6 +17,7 @@ from harness import (Jankbpf, close_to_task, held_bpf_ids, held_map_ids, maps_st
                      still_loaded, JANKBPF)
 import target as target_mod
 from target import DOMINANT_STATE
+from sched_trace import SchedTrace
 
 # The target runs SCHED_FIFO (below its own hogs): nice does not cross
 # scheduler autogroups, so at nice -20 another session's load still took
@@ -26,6 +27,19 @@ from target import DOMINANT_STATE
 # task (--measure: CLOCK_THREAD_CPUTIME_ID and schedstat's run_delay).
 NICE = -20
 FIFO = 1
+
+# The targets' scheduler events as ftrace records them: the split the app's
+# own clocks cannot give (see sched_trace.py). Every test here has one.
+SCHED = None
+
+
+@pytest.fixture(autouse=True)
+def sched_trace():
+    global SCHED
+    with SchedTrace(["jank_target", "jb-*", "jt-worker-*"]) as trace:
+        SCHED = trace
+        yield trace
+    SCHED = None
 
 
 def command(script, **kw):
@@ -72,25 +86,37 @@ def assert_states_match(task, j):
         unexplained = task["dur_ns"] / 1e6 - cpu - delay
         off_cpu = parts["sleeping"] + parts["blocked_io"]
         where = f"{task['kind']}: jankbpf {parts}, app cpu {cpu:.3f} run_delay {delay:.3f}"
-        assert abs(parts["runnable"] - delay) <= tol, where
         # On a CPU or queued for one: the sum, not the split, is what the
         # two clocks agree on. By the scheduler's code, a wakeup that preempts
-        # the CPU's current task (its idle) skips the rq clock's update at the
-        # switch that follows, so the thread's CPU clock counts from the
-        # enqueue and run_delay gains nothing: time jankbpf saw queued is CPU
-        # time to the app (seen: 0.2-1.0 ms a task of ~300 O_DIRECT reads on
-        # this VM; one of 299 reads had run_delay 0.00). The split is held by
-        # the check above.
+        # the CPU's current task skips the rq clock's update at the switch
+        # that follows, so the thread's CPU clock counts from the enqueue and
+        # run_delay gains nothing: time jankbpf saw queued is CPU time to the
+        # app. Quiet, that was 0.2-1.0 ms a task of ~300 O_DIRECT reads on
+        # this VM; under CI, with fuzzers and qemu beside the target, 31.7 of
+        # 32.3 ms queued (run_delay 0.65 ms). So the app's clocks bound the
+        # split from one side only: what run_delay counted jankbpf saw queued.
+        assert parts["runnable"] >= delay - tol, where
         assert parts["running"] + parts["runnable"] >= cpu + delay - tol, where
         assert off_cpu <= unexplained + tol, where
+    if SCHED is not None:
+        # The same tracepoints timed by ftrace instead of jankbpf's programs:
+        # the two clocks are read microseconds apart at each of a few hundred
+        # switches (seen: within 0.07 ms a part on this VM).
+        begin = j["begin_monotonic_ns"]
+        traced = SCHED.split(j["tid"], begin, begin + round(j["duration_ms"] * 1e6))
+        assert traced is not None, f"the sched trace never placed thread {j['tid']} before its task"
+        tol_traced = 1.0 + 0.005 * task["dur_ns"] / 1e6
+        for state, ms in traced.items():
+            assert abs(parts[state] - ms) <= tol_traced, f"{task['kind']}: jankbpf {parts}, sched trace {traced}"
     want = DOMINANT_STATE.get(task["kind"])
     if want == "blocked_io":
-        # O_DIRECT reads cost CPU between the waits (5-10% here, more with
-        # steal time on a busy host): of the time off the CPU, nearly all
-        # is D state.
+        # O_DIRECT reads cost CPU between the waits (5-10% here; with four
+        # spinners in another session, 38 of 156 ms, the sched trace
+        # agreeing): of the time off the CPU, nearly all is D state, and
+        # the task is off the CPU for most of its length.
         off = parts["sleeping"] + parts["blocked_io"]
         assert parts[want] >= 0.90 * off, f"{task['kind']}: {want} only {parts[want]} of {off:.3f} ms off-CPU ({parts})"
-        assert off >= 0.75 * j["duration_ms"], (task["kind"], parts)
+        assert off >= 0.5 * j["duration_ms"], (task["kind"], parts)
     elif want:
         # Time the app itself measured waiting for a CPU (checked against
         # jankbpf's runnable above) is not the task's own state: two FIFO

@@ -1,0 +1,141 @@
+"""A second, independent account of a thread's scheduler states, from an
+ftrace instance of its own: sched_wakeup and sched_switch as the kernel
+printed them, on the clock jankbpf's records use (mono).
+
+The thread's own clocks (CPU time, schedstat's run_delay) cannot split time
+on a CPU from time queued for one after a wakeup that preempts: the switch
+that follows skips the rq clock's update, and the queued time is charged to
+the thread as CPU time. The tracepoints' timestamps are not rq clock reads,
+so this split holds where the app's does not.
+"""
+import os
+import re
+import subprocess
+
+TRACEFS = "/sys/kernel/tracing"
+EVENT = re.compile(r"\s(\d+)\.(\d{6}): (sched_switch|sched_wakeup|sched_wakeup_new): (.*)$")
+FIELD = re.compile(r"(\w+)=(\S+)")
+# Per CPU: a few thousand events a test at most, filtered to the targets.
+BUFFER_KB = 8192
+
+
+def _write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+class SchedTrace:
+    """Records the scheduler events of threads whose comm matches one of
+    `comms` (ftrace globs) until stop(); split() then gives the state time of
+    one thread over a window, as jankbpf's state_ms names them."""
+
+    def __init__(self, comms):
+        if not os.path.isdir(os.path.join(TRACEFS, "events")):
+            subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
+        self.dir = os.path.join(TRACEFS, "instances", f"jankbpf-e2e-sched-{os.getpid()}")
+        if os.path.isdir(self.dir):
+            os.rmdir(self.dir)
+        os.mkdir(self.dir)
+        self.events = None
+        try:
+            _write(os.path.join(self.dir, "buffer_size_kb"), str(BUFFER_KB))
+            _write(os.path.join(self.dir, "trace_clock"), "mono")
+            match = lambda field: " || ".join(f'{field} ~ "{c}"' for c in comms)
+            sched = os.path.join(self.dir, "events", "sched")
+            _write(os.path.join(sched, "sched_switch", "filter"), f"{match('prev_comm')} || {match('next_comm')}")
+            for ev in ("sched_wakeup", "sched_wakeup_new"):
+                _write(os.path.join(sched, ev, "filter"), match("comm"))
+            for ev in ("sched_switch", "sched_wakeup", "sched_wakeup_new"):
+                _write(os.path.join(sched, ev, "enable"), "1")
+            _write(os.path.join(self.dir, "tracing_on"), "1")
+        except Exception:
+            self.close()
+            raise
+
+    def overruns(self):
+        """Events the ring lost, summed over CPUs: the account is whole only at 0."""
+        total = 0
+        for cpu in os.listdir(os.path.join(self.dir, "per_cpu")):
+            with open(os.path.join(self.dir, "per_cpu", cpu, "stats")) as f:
+                for line in f:
+                    if line.startswith("overrun:"):
+                        total += int(line.split()[1])
+        return total
+
+    def stop(self):
+        """Stops recording and parses what was recorded (once)."""
+        if self.events is not None:
+            return
+        _write(os.path.join(self.dir, "tracing_on"), "0")
+        lost = self.overruns()
+        assert lost == 0, f"the sched trace lost {lost} events: its account is not whole"
+        self.events = []
+        with open(os.path.join(self.dir, "trace"), errors="replace") as f:
+            for line in f:
+                m = EVENT.search(line)
+                if m:
+                    ts = int(m.group(1)) * 1_000_000_000 + int(m.group(2)) * 1000
+                    self.events.append((ts, m.group(3), dict(FIELD.findall(m.group(4)))))
+        self.events.sort(key=lambda e: e[0])
+
+    def close(self):
+        if os.path.isdir(self.dir):
+            try:
+                _write(os.path.join(self.dir, "tracing_on"), "0")
+            except OSError:
+                pass
+            os.rmdir(self.dir)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def split(self, tid, begin_ns, end_ns):
+        """{running, runnable, sleeping, blocked_io} ms of thread `tid` over
+        [begin_ns, end_ns), or None when the trace never placed the thread in
+        a state before begin_ns."""
+        self.stop()
+        tid = str(tid)
+        state, since = None, None
+        parts = {"running": 0.0, "runnable": 0.0, "sleeping": 0.0, "blocked_io": 0.0}
+
+        def charge(until):
+            lo, hi = max(since, begin_ns), min(until, end_ns)
+            if state and hi > lo:
+                parts[state] += (hi - lo) / 1e6
+
+        for ts, kind, f in self.events:
+            if ts >= end_ns:
+                break
+            new = None
+            if kind == "sched_switch" and f.get("prev_pid") == tid:
+                new = sleep_state(f.get("prev_state", "R"))
+            elif kind == "sched_switch" and f.get("next_pid") == tid:
+                new = "running"
+            elif kind != "sched_switch" and f.get("pid") == tid and state not in ("running", "runnable"):
+                new = "runnable"
+            if new is None:
+                continue
+            if since is not None:
+                charge(ts)
+            elif ts > begin_ns:
+                return None
+            state, since = new, ts
+        if since is None:
+            return None
+        charge(end_ns)
+        return parts
+
+
+def sleep_state(prev_state):
+    """The state a switch-out leaves the thread in, as jankbpf classes it:
+    preempted (R, R+) queued; D without N (TASK_NOLOAD, printed as I) blocked
+    on I/O; anything else asleep."""
+    if prev_state.startswith("R"):
+        return "runnable"
+    flags = set(prev_state.split("|"))
+    if "D" in flags and "I" not in flags and "N" not in flags:
+        return "blocked_io"
+    return "sleeping"
