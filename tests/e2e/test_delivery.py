@@ -6,6 +6,8 @@ the loop's timer fires, so the wakeup finds the CPU taken."""
 import test_core
 from harness import Jankbpf, close_to_app
 from test_core import IGNORE, START_DELAY, THRESHOLD, Target, jank_by_begin
+# Autouse: the state split checked against the test's own sched trace here too.
+from test_core import sched_trace  # noqa: F401
 
 
 def test_delivery_shows_starved_wakeups_and_is_near_zero_otherwise():
