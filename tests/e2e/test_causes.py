@@ -224,6 +224,16 @@ def _v2_cpu_root():
     return None
 
 
+# The group's weight, as high as it goes. The target leaves the session's
+# autogroup (nice -20 by keep_cpu_share, weight 88761) for this group (1024
+# by default), and jankbpf stays in it: under CI a busy jankbpf thread took
+# 238 ms of a 400 ms quota task's CPU, and runnable, not throttled, came out
+# on top. At 262144 (v1; v2's 10000 is 102400) the target keeps its CPU
+# whenever its quota lets it run.
+SHARES_MAX = 262144
+WEIGHT_MAX = 10000
+
+
 @pytest.fixture
 def quota_cgroup():
     """A cgroup with a 20 ms / 100 ms cpu quota (v1 cpu, else v2 cpu.max)."""
@@ -236,6 +246,8 @@ def quota_cgroup():
             f.write("100000")
         with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
             f.write("20000")
+        with open(os.path.join(path, "cpu.shares"), "w") as f:
+            f.write(str(SHARES_MAX))
         fs = "cgroup (cpu)"
     elif v2:
         with open(os.path.join(v2, "cgroup.subtree_control"), "w") as f:
@@ -244,6 +256,8 @@ def quota_cgroup():
         os.makedirs(path, exist_ok=True)
         with open(os.path.join(path, "cpu.max"), "w") as f:
             f.write("20000 100000")
+        with open(os.path.join(path, "cpu.weight"), "w") as f:
+            f.write(str(WEIGHT_MAX))
         fs = "cgroup2"
     else:
         need(False, "no cgroup with the cpu controller (v1 cpu or v2 cpu.max) to set a quota in")
