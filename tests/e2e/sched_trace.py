@@ -69,14 +69,8 @@ class SchedTrace:
         _write(os.path.join(self.dir, "tracing_on"), "0")
         lost = self.overruns()
         assert lost == 0, f"the sched trace lost {lost} events: its account is not whole"
-        self.events = []
         with open(os.path.join(self.dir, "trace"), errors="replace") as f:
-            for line in f:
-                m = EVENT.search(line)
-                if m:
-                    ts = int(m.group(1)) * 1_000_000_000 + int(m.group(2)) * 1000
-                    self.events.append((ts, m.group(3), dict(FIELD.findall(m.group(4)))))
-        self.events.sort(key=lambda e: e[0])
+            self.events = parse(f)
 
     def close(self):
         if os.path.isdir(self.dir):
@@ -97,36 +91,57 @@ class SchedTrace:
         [begin_ns, end_ns), or None when the trace never placed the thread in
         a state before begin_ns."""
         self.stop()
-        tid = str(tid)
-        state, since = None, None
-        parts = {"running": 0.0, "runnable": 0.0, "sleeping": 0.0, "blocked_io": 0.0}
+        return split(self.events, tid, begin_ns, end_ns)
 
-        def charge(until):
-            lo, hi = max(since, begin_ns), min(until, end_ns)
-            if state and hi > lo:
-                parts[state] += (hi - lo) / 1e6
 
-        for ts, kind, f in self.events:
-            if ts >= end_ns:
-                break
-            new = None
-            if kind == "sched_switch" and f.get("prev_pid") == tid:
-                new = sleep_state(f.get("prev_state", "R"))
-            elif kind == "sched_switch" and f.get("next_pid") == tid:
-                new = "running"
-            elif kind != "sched_switch" and f.get("pid") == tid and state not in ("running", "runnable"):
-                new = "runnable"
-            if new is None:
-                continue
-            if since is not None:
-                charge(ts)
-            elif ts > begin_ns:
-                return None
-            state, since = new, ts
-        if since is None:
+def parse(lines):
+    """The scheduler events of ftrace's text output, in time order: (ns,
+    event name, {field: value}). The timestamps are µs (the text's own)."""
+    events = []
+    for line in lines:
+        m = EVENT.search(line)
+        if m:
+            ts = int(m.group(1)) * 1_000_000_000 + int(m.group(2)) * 1000
+            events.append((ts, m.group(3), dict(FIELD.findall(m.group(4)))))
+    events.sort(key=lambda e: e[0])
+    return events
+
+
+def split(events, tid, begin_ns, end_ns):
+    """The state split of thread `tid` over [begin_ns, end_ns) from events
+    (ns, "sched_switch" | "sched_wakeup" | "sched_wakeup_new", fields) in
+    time order, fields as the kernel prints them (prev_pid, prev_state,
+    next_pid; pid); None when no event placed the thread before begin_ns."""
+    tid = str(tid)
+    state, since = None, None
+    parts = {"running": 0.0, "runnable": 0.0, "sleeping": 0.0, "blocked_io": 0.0}
+
+    def charge(until):
+        lo, hi = max(since, begin_ns), min(until, end_ns)
+        if state and hi > lo:
+            parts[state] += (hi - lo) / 1e6
+
+    for ts, kind, f in events:
+        if ts >= end_ns:
+            break
+        new = None
+        if kind == "sched_switch" and f.get("prev_pid") == tid:
+            new = sleep_state(f.get("prev_state", "R"))
+        elif kind == "sched_switch" and f.get("next_pid") == tid:
+            new = "running"
+        elif kind != "sched_switch" and f.get("pid") == tid and state not in ("running", "runnable"):
+            new = "runnable"
+        if new is None:
+            continue
+        if since is not None:
+            charge(ts)
+        elif ts > begin_ns:
             return None
-        charge(end_ns)
-        return parts
+        state, since = new, ts
+    if since is None:
+        return None
+    charge(end_ns)
+    return parts
 
 
 def sleep_state(prev_state):
