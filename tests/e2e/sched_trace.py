@@ -2,11 +2,10 @@
 ftrace instance of its own: sched_wakeup and sched_switch as the kernel
 printed them, on the clock jankbpf's records use (mono).
 
-The thread's own clocks (CPU time, schedstat's run_delay) cannot split time
-on a CPU from time queued for one after a wakeup that preempts: the switch
-that follows skips the rq clock's update, and the queued time is charged to
-the thread as CPU time. The tracepoints' timestamps are not rq clock reads,
-so this split holds where the app's does not.
+The thread's own clocks (CPU time, schedstat's run_delay) are read on the
+scheduler's clock at its own updates, not at the tracepoints jankbpf and
+this trace stamp, and a fault or switch costs thousands of such gaps a
+task; this account is stamped where jankbpf's is, by other code.
 """
 import os
 import re
