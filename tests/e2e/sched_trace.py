@@ -85,12 +85,16 @@ class SchedTrace:
     def __exit__(self, *exc):
         self.close()
 
-    def split(self, tid, begin_ns, end_ns):
-        """{running, runnable, sleeping, blocked_io} ms of thread `tid` over
-        [begin_ns, end_ns), or None when the trace never placed the thread in
-        a state before begin_ns."""
+    def of_jank(self, jank, tid=None):
+        """{running, runnable, sleeping, blocked_io} ms of thread `tid` (the
+        record's own by default) over a jank record's span; fails when the
+        trace never placed the thread in a state before the span began."""
         self.stop()
-        return split(self.events, tid, begin_ns, end_ns)
+        tid = jank["tid"] if tid is None else tid
+        begin = jank["begin_monotonic_ns"]
+        parts = split(self.events, tid, begin, begin + round(jank["duration_ms"] * 1e6))
+        assert parts is not None, f"the sched trace never placed thread {tid} before its task"
+        return parts
 
 
 def parse(lines):

@@ -9,7 +9,6 @@ import subprocess
 
 import pytest
 
-import sched_trace
 from harness import BUILD, Jankbpf, need
 from sched_trace import SchedTrace
 
@@ -420,14 +419,7 @@ def run_io(steps, disable=None):
         finally:
             target.kill()
         trace.stop()
-    tid = target.ready["tid"]
-
-    def traced(j):
-        begin = j["begin_monotonic_ns"]
-        split = sched_trace.split(trace.events, tid, begin, begin + round(j["duration_ms"] * 1e6))
-        assert split is not None, f"the sched trace never placed thread {tid} before its task"
-        return split
-    return tasks, jb.of_type("jank"), jb.summary(), traced
+    return tasks, jb.of_type("jank"), jb.summary(), lambda j: trace.of_jank(j, target.ready["tid"])
 
 
 def test_fsync_names_the_file_and_the_device():

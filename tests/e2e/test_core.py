@@ -28,8 +28,9 @@ from sched_trace import SchedTrace
 NICE = -20
 FIFO = 1
 
-# The targets' scheduler events as ftrace records them: the split the app's
-# own clocks cannot give (see sched_trace.py). Every test here has one.
+# The targets' scheduler events as ftrace records them: a second account of
+# the split, stamped at the tracepoints jankbpf uses (see sched_trace.py).
+# Every test here has one.
 SCHED = None
 
 
@@ -98,9 +99,7 @@ def assert_states_match(task, j):
         # The same tracepoints timed by ftrace instead of jankbpf's programs:
         # the two clocks are read microseconds apart at each of a few hundred
         # switches (seen: within 0.07 ms a part on this VM).
-        begin = j["begin_monotonic_ns"]
-        traced = SCHED.split(j["tid"], begin, begin + round(j["duration_ms"] * 1e6))
-        assert traced is not None, f"the sched trace never placed thread {j['tid']} before its task"
+        traced = SCHED.of_jank(j)
         tol_traced = 1.0 + 0.005 * task["dur_ns"] / 1e6
         where = f"{task['kind']}: jankbpf {parts}, sched trace {traced}"
         for state in ("sleeping", "blocked_io"):
