@@ -75,7 +75,7 @@ void Monitor::emit_summary() {
   s.marker_sites_released = detector_->marker_links().released();
   s.marker_files_capped = markers_.files().capped_count();
   s.marker_files_refused = markers_.files().refused_count();
-  for (auto& p : detector_->program_stats()) s.bpf.push_back({p.name, p.run_cnt, p.run_time_ns});
+  for (auto& p : detector_->program_stats()) s.bpf.push_back({p.name, p.run_cnt, p.run_time_ns, p.recursion_misses});
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   s.cpu_user_s = static_cast<double>(ru.ru_utime.tv_sec) + ru.ru_utime.tv_usec / 1e6;

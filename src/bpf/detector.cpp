@@ -417,6 +417,7 @@ bool Detector::load(const DetectorConfig& cfg, const Plan& plan, const KernelFun
     ro->test_hide_adopted_return = !plan.trampolines;  // only the test seam gets here so
   }
   ro->test_hide_switches_to = test_seams::hide_switches_to();
+  ro->test_hide_switches_from = test_seams::hide_switches_from();
   causes_ = plan.causes;
   ro->causes_enabled = causes_;
   for (const auto& [nr, cls] : cause::syscall_classes())
@@ -658,7 +659,7 @@ std::vector<ProgramStats> Detector::program_stats() const {
     bpf_prog_info info{};
     uint32_t len = sizeof info;
     if (bpf_obj_get_info_by_fd(fd, &info, &len)) continue;
-    out.push_back({bpf_program__name(prog), info.run_time_ns, info.run_cnt});
+    out.push_back({bpf_program__name(prog), info.run_time_ns, info.run_cnt, info.recursion_misses});
   }
   return out;
 }

@@ -81,6 +81,9 @@ struct ProgramStats {
   std::string name;
   uint64_t run_time_ns = 0;
   uint64_t run_cnt = 0;
+  // Runs the kernel skipped: the program was already running on that CPU
+  // (bpf_prog_info.recursion_misses; always counted, stats or not).
+  uint64_t recursion_misses = 0;
 };
 
 using RecordHandler = std::function<void(std::span<const uint8_t> record)>;

@@ -309,6 +309,7 @@ struct ProgramCost {
   std::string name;
   uint64_t run_cnt = 0;
   uint64_t run_time_ns = 0;
+  uint64_t recursion_misses = 0;
 };
 
 // Entries userspace tables dropped to stay bounded (issue 10): none is an

@@ -284,9 +284,16 @@ std::string to_json_line(const SummaryRecord& r) {
                  {"subjects_not_followed", k.subjects_full},
                  {"subject_samples_capped", k.subject_samples_capped}};
   Json bpf = Json::array();
-  for (const auto& p : r.bpf)
-    bpf.push_back(Json{{"name", p.name}, {"run_cnt", p.run_cnt}, {"run_time_ns", p.run_time_ns}});
+  uint64_t missed = 0;
+  for (const auto& p : r.bpf) {
+    Json one{{"name", p.name}, {"run_cnt", p.run_cnt}, {"run_time_ns", p.run_time_ns}};
+    if (p.recursion_misses) one["recursion_misses"] = p.recursion_misses;
+    missed += p.recursion_misses;
+    bpf.push_back(std::move(one));
+  }
   j["bpf"] = bpf;
+  // Hook runs the kernel skipped: what they would have seen is missing.
+  j["hook_runs_missed"] = missed;
   j["samples"] = k.samples;
   j["offcpu_captures"] = k.offcpu;
   j["samples_lost"] = r.samples_lost;

@@ -159,8 +159,14 @@ TEST_CASE("exit and summary records", "[output]") {
   JB_STATS(JB_STAT_SET)
 #undef JB_STAT_SET
   s.bpf.push_back({"p", 1, 2});
+  s.bpf.push_back({"q", 5, 6, 3});
+  s.bpf.push_back({"r", 7, 8, 4});
   auto k = nlohmann::json::parse(to_json_line(s));
   CHECK(k["type"] == "summary");
+  // Skipped hook runs: per program only when not 0, and their sum.
+  CHECK(!k["bpf"][0].contains("recursion_misses"));
+  CHECK(k["bpf"][1]["recursion_misses"] == 3);
+  CHECK(k["hook_runs_missed"] == 7);
   CHECK(k["tasks_checked"] == s.kernel.tasks);
   CHECK(k["lost_events"] == s.kernel.ringbuf_drops + s.kernel.offcpu_ring_full);
   CHECK(k["threads_untracked"] == s.kernel.threads_map_full);
