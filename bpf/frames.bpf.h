@@ -263,11 +263,7 @@ static __noinline void emit_frame(struct jb_thread *t, struct jb_frame_what *w, 
 		e->task_seq = t->seq;
 		e->task_begin_ns = t->begin_ns;
 		e->delivery_ns = t->delivery_ns;
-		for (int i = 0; i < JB_ST_NR; i++)
-			e->state_ns[i] = t->state_ns[i];
-		/* The thread runs now: the part since the last change is running. */
-		if (now > t->last_ns)
-			e->state_ns[JB_ST_RUNNING] += now - t->last_ns;
+		split_now(t, now, e->state_ns);
 	}
 	e->flags = flags;
 	current_counts(&c);

@@ -81,6 +81,10 @@ const volatile bool test_hide_adopted_return = false;
 /* Test seam (JANKBPF_TEST_HIDE_SWITCHES_TO): a tid whose switch-ins
  * sched_switch ignores, as if no tracepoint showed them. */
 const volatile __u32 test_hide_switches_to = 0;
+/* Test seam (JANKBPF_TEST_HIDE_SWITCHES_FROM): a tid whose switch-outs
+ * sched_switch ignores, as a kernel hides the switch to a host agent's
+ * thread. */
+const volatile __u32 test_hide_switches_from = 0;
 
 /* Threads found asleep inside a wait by the attach-time task walk. */
 __u32 adopted_nr = 0;

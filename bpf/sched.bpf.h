@@ -7,6 +7,24 @@
 #define JANKBPF_SCHED_BPF_H
 
 /*
+ * Asleep for under a tenth of a sample period since its capture: the
+ * period's slot goes back, so that a long sleep right after a short one (a
+ * lock's hand-off, then a wait for a GC) is captured too. --offcpu-rate
+ * bounds the copies. Timed to the wakeup, where the sleep ends: on a
+ * crowded CPU the queueing after a 100 us sleep outlasts the tenth, and
+ * timed to the switch-in the slot stayed taken (CI on 3e552a1 lost a 60 ms
+ * pipe wait so). The switch-in tries too, for a wakeup not seen.
+ */
+static __always_inline void sleep_slot_back(struct jb_thread *t, __u64 now)
+{
+	if (t->capture_ns && now - t->capture_ns < sample_period_ns / 10) {
+		t->last_sample_ns = t->slot_before_ns;
+		t->last_capture_ns = 0;
+	}
+	t->capture_ns = 0;
+}
+
+/*
  * Returns the thread that was switched in, if it is watched; *prev_t gets
  * the one switched out, *now_out the clock read for either (0: none read).
  * The clock is read only for a thread inside a task: outside one nothing is
@@ -33,7 +51,7 @@ static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struc
 				account(t, now);
 				t->unseen_queued_ns = 0;
 			} else
-				account_unseen(t, now, &c, false);
+				account_unseen(t, now, &c);
 			snapshot(t, &c);
 		} else if (t->state != JB_ST_RUNNING) {
 			stat_inc(JB_STAT_UNSEEN_SWITCH);
@@ -52,21 +70,18 @@ static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struc
 	t = sched_thread_of(btf, next, &next_tid);
 	if (t) {
 		if (t->in_task) {
+			struct sched_counts c;
+
 			if (!now)
 				now = bpf_ktime_get_ns();
-			account(t, now);
+			TASK_COUNTS(btf, next, c);
+			if (t->state == JB_ST_RUNNING)
+				account_unseen_out(t, now, &c);
+			else
+				account_in(t, now, &c);
 			if (causes_enabled)
 				cause_switch_in(next, next_tid, t, now);
-			/*
-			 * Asleep for under a tenth of a sample period since its
-			 * capture: the period's slot goes back, so that a long sleep
-			 * right after a short one (a lock's hand-off, then a wait for
-			 * a GC) is captured too. --offcpu-rate bounds the copies.
-			 */
-			if (t->capture_ns && now - t->capture_ns < sample_period_ns / 10) {
-				t->last_sample_ns = t->slot_before_ns;
-				t->last_capture_ns = 0;
-			}
+			sleep_slot_back(t, now);
 		}
 		t->capture_ns = 0;
 		/* Running again: a capture still waiting for its waker has none (it
@@ -79,25 +94,68 @@ static __always_inline struct jb_thread *on_switch(bool btf, bool preempt, struc
 	return t;
 }
 
+/*
+ * Woken while recorded as running, yet not on a CPU: its switch-out went
+ * unseen (no program runs for a switch to a thread the kernel hides from
+ * tracing; CI's sandbox hides its init's threads) and it has slept since.
+ * Without this the sleep was charged to running (CI on 3e552a1: a frame's
+ * 800 ms sleep). A thread still on its CPU is the benign race, woken
+ * between setting its sleep state and calling schedule().
+ */
+static __always_inline bool slept_unseen(bool btf, struct task_struct *p, struct jb_thread *t)
+{
+	if (t->state != JB_ST_RUNNING || !bpf_core_field_exists(p->on_cpu))
+		return false;
+	return TASK_FIELD(btf, p, on_cpu) == 0;
+}
+
+/* The sleep it was woken from, as sleep_state classes it: the scheduler
+ * counted it in the load (D without N) at its switch-out. */
+static __always_inline __u32 unseen_sleep_state(bool btf, struct task_struct *task)
+{
+	/* (Not `p`: the bitfield macros declare one of their own.) */
+	if (!bpf_core_field_exists(task->sched_contributes_to_load))
+		return JB_ST_SLEEPING;
+	if (btf ? BPF_CORE_READ_BITFIELD(task, sched_contributes_to_load) :
+		  BPF_CORE_READ_BITFIELD_PROBED(task, sched_contributes_to_load))
+		return JB_ST_BLOCKED;
+	return JB_ST_SLEEPING;
+}
+
 static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 {
 	__u32 tid;
 	struct jb_thread *t;
+	bool unseen;
 
 	if (causes_enabled && subjects_nr > 0)
 		jb_subject_wakeup(TASK_FIELD(btf, p, pid));
 	t = sched_thread_of(btf, p, &tid);
-	if (!t || t->state < JB_ST_SLEEPING)
+	if (!t)
 		return;
+	unseen = slept_unseen(btf, p, t);
+	if (t->state < JB_ST_SLEEPING && !unseen)
+		return;
+	if (unseen) {
+		/* From the counters since the last snapshot: what it ran and
+		 * queued; the rest it slept (account_unseen). */
+		t->state = unseen_sleep_state(btf, p);
+		if (!t->in_task)
+			stat_inc(JB_STAT_UNSEEN_SWITCH);
+	}
 	if (t->in_task) {
 		struct sched_counts c;
 		__u64 now = bpf_ktime_get_ns();
 
-		account(t, now);
 		TASK_COUNTS(btf, p, c);
+		if (unseen)
+			account_unseen(t, now, &c);
+		else
+			account(t, now);
 		snapshot(t, &c);
 		if (causes_enabled)
 			cause_wakeup(p, tid, t, now);
+		sleep_slot_back(t, now);
 	}
 	t->state = JB_ST_RUNNABLE;
 	/*
@@ -171,6 +229,8 @@ static __always_inline void switch_hook(void *ctx, bool btf, bool preempt,
 	 * (README, unseen_switches). 0 (always, outside tests): the verifier
 	 * drops this. */
 	if (test_hide_switches_to && TASK_FIELD(btf, next, pid) == test_hide_switches_to)
+		return;
+	if (test_hide_switches_from && TASK_FIELD(btf, prev, pid) == test_hide_switches_from)
 		return;
 	t = on_switch(btf, preempt, prev, next, &p, &now);
 	/* A thread found inside a wait at attach (bpf/adopt.bpf.h) sleeps:

@@ -59,6 +59,13 @@ uint32_t hide_switches_to() {
   return n;
 }
 
+// This thread's switch-outs are ignored, as where a VM kernel hides the
+// switch to its host agent's threads (the unseen-sleep repair at a wakeup).
+uint32_t hide_switches_from() {
+  static const uint32_t n = env_number("JANKBPF_TEST_HIDE_SWITCHES_FROM", 1u << 22);
+  return n;
+}
+
 uint32_t slow_open_ms() {
   static const uint32_t n = env_number("JANKBPF_TEST_SLOW_OPEN_MS", 60000);
   return n;

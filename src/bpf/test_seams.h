@@ -36,5 +36,6 @@ uint32_t trace_setup_delay_ms();  // 0: not set
 bool hide_returns();
 uint32_t slow_open_ms();          // 0: not set
 uint32_t hide_switches_to();      // a tid; 0: not set
+uint32_t hide_switches_from();    // a tid; 0: not set
 
 }  // namespace jankbpf::test_seams

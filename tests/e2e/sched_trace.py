@@ -89,12 +89,28 @@ class SchedTrace:
         """{running, runnable, sleeping, blocked_io} ms of thread `tid` (the
         record's own by default) over a jank record's span; fails when the
         trace never placed the thread in a state before the span began."""
+        return self._over(split, jank, tid)
+
+    def stretches_of(self, jank, tid=None):
+        """The (state, start_ns, end_ns) stretches of thread `tid` over a
+        jank record's span, as of_jank() sums them."""
+        return self._over(stretches, jank, tid)
+
+    def unseen_in(self, jank, tid=None):
+        """Switches of the thread over a jank record's span that the trace
+        missed (see unseen())."""
         self.stop()
         tid = jank["tid"] if tid is None else tid
         begin = jank["begin_monotonic_ns"]
-        parts = split(self.events, tid, begin, begin + round(jank["duration_ms"] * 1e6))
-        assert parts is not None, f"the sched trace never placed thread {tid} before its task"
-        return parts
+        return unseen(self.events, tid, begin, begin + round(jank["duration_ms"] * 1e6))
+
+    def _over(self, account, jank, tid):
+        self.stop()
+        tid = jank["tid"] if tid is None else tid
+        begin = jank["begin_monotonic_ns"]
+        found = account(self.events, tid, begin, begin + round(jank["duration_ms"] * 1e6))
+        assert found is not None, f"the sched trace never placed thread {tid} before its task"
+        return found
 
 
 def parse(lines):
@@ -110,20 +126,12 @@ def parse(lines):
     return events
 
 
-def split(events, tid, begin_ns, end_ns):
-    """The state split of thread `tid` over [begin_ns, end_ns) from events
-    (ns, "sched_switch" | "sched_wakeup" | "sched_wakeup_new", fields) in
-    time order, fields as the kernel prints them (prev_pid, prev_state,
-    next_pid; pid); None when no event placed the thread before begin_ns."""
+def stretches(events, tid, begin_ns, end_ns):
+    """Thread `tid`'s stretches in one state over [begin_ns, end_ns), in
+    time order: (state, start_ns, end_ns), cut to the window; None when no
+    event placed the thread before begin_ns."""
     tid = str(tid)
-    state, since = None, None
-    parts = {"running": 0.0, "runnable": 0.0, "sleeping": 0.0, "blocked_io": 0.0}
-
-    def charge(until):
-        lo, hi = max(since, begin_ns), min(until, end_ns)
-        if state and hi > lo:
-            parts[state] += (hi - lo) / 1e6
-
+    state, since, out = None, None, []
     for ts, kind, f in events:
         if ts >= end_ns:
             break
@@ -136,14 +144,52 @@ def split(events, tid, begin_ns, end_ns):
             new = "runnable"
         if new is None:
             continue
-        if since is not None:
-            charge(ts)
-        elif ts > begin_ns:
+        if since is None and ts > begin_ns:
             return None
+        if since is not None and ts > begin_ns:
+            out.append((state, max(since, begin_ns), ts))
         state, since = new, ts
     if since is None:
         return None
-    charge(end_ns)
+    if end_ns > max(since, begin_ns):
+        out.append((state, max(since, begin_ns), end_ns))
+    return out
+
+
+def unseen(events, tid, begin_ns, end_ns):
+    """How many of thread `tid`'s switches in [begin_ns, end_ns) the trace
+    itself missed: a switch-out of a thread it had not switched in, a
+    switch-in of one it had not switched out. Kernels that hide a host
+    agent's threads from tracing (CI's sandbox) trace no switch to or from
+    them; over such a gap this account is no truth either."""
+    tid = str(tid)
+    state, missed = None, 0
+    for ts, kind, f in events:
+        if ts >= end_ns:
+            break
+        if kind != "sched_switch":
+            if f.get("pid") == tid and state not in ("running", "runnable"):
+                state = "runnable"
+            continue
+        if f.get("prev_pid") == tid:
+            missed += ts >= begin_ns and state is not None and state != "running"
+            state = "off"
+        elif f.get("next_pid") == tid:
+            missed += ts >= begin_ns and state == "running"
+            state = "running"
+    return missed
+
+
+def split(events, tid, begin_ns, end_ns):
+    """The state split of thread `tid` over [begin_ns, end_ns), as stretches()
+    summed per state in ms; None when no event placed the thread before
+    begin_ns."""
+    parts = {"running": 0.0, "runnable": 0.0, "sleeping": 0.0, "blocked_io": 0.0}
+    found = stretches(events, tid, begin_ns, end_ns)
+    if found is None:
+        return None
+    for state, lo, hi in found:
+        parts[state] += (hi - lo) / 1e6
     return parts
 
 

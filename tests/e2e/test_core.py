@@ -89,16 +89,21 @@ def assert_states_match(task, j):
         where = f"{task['kind']}: jankbpf {parts}, app cpu {cpu:.3f} run_delay {delay:.3f}"
         # On a CPU or queued for one: checked here by the sum, and runnable
         # from below. The split between the two is jankbpf's known defect
-        # (issue 25): under CI's load it has called up to 31 ms of an
-        # O_DIRECT reader's running time runnable, where the app's clocks
-        # and the sched trace below agree that the thread ran.
+        # (issue 25): under load it has called up to 31 ms of an O_DIRECT
+        # reader's running time runnable (and some blocked_io), where the
+        # app's clocks agree that the thread ran (seen again after the
+        # hidden-switch repairs: cpu 24.2 ms, running 15.0, runnable 6.0,
+        # run_delay 0.7).
         assert parts["runnable"] >= delay - tol, where
         assert parts["running"] + parts["runnable"] >= cpu + delay - tol, where
         assert off_cpu <= unexplained + tol, where
-    if SCHED is not None:
-        # The same tracepoints timed by ftrace instead of jankbpf's programs:
-        # the two clocks are read microseconds apart at each of a few hundred
-        # switches (seen: within 0.07 ms a part on this VM).
+    # The same tracepoints timed by ftrace instead of jankbpf's programs: the
+    # two clocks are read microseconds apart at each of a few hundred
+    # switches (seen: within 0.07 ms a part on this VM). Where the kernel
+    # traced no switch to or from a hidden thread, ftrace is as blind as
+    # jankbpf's programs, and jankbpf repairs the gap from the thread's
+    # counters: the app's clocks above are the truth then.
+    if SCHED is not None and SCHED.unseen_in(j) == 0:
         traced = SCHED.of_jank(j)
         tol_traced = 1.0 + 0.005 * task["dur_ns"] / 1e6
         where = f"{task['kind']}: jankbpf {parts}, sched trace {traced}"
@@ -325,6 +330,47 @@ def test_ignore_startup_time():
     assert len(janks) == 2
     for task in late:
         assert len(jank_by_begin(janks, task)) == 1
+
+
+def test_a_sleep_whose_switch_out_went_unseen_is_not_running():
+    """Some VM kernels run no program for a switch to a host agent's thread
+    (CI's sandbox: its init's tokio-rt-worker), so a watched thread that
+    goes to sleep with that switch is still recorded as running. Woken off
+    its CPU, it is split by the scheduler's counters: what it ran and
+    queued, the rest asleep, on I/O where the scheduler counted it in the
+    load (CI on 3e552a1: a frame's 800 ms sleep reported as running). Here
+    every switch-out of the loop is hidden (test seam); the sched trace,
+    which sees them, is the truth."""
+    with Target.start("sleep:300,io:250", start_delay=START_DELAY) as target:
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE,
+                     env={**os.environ, "JANKBPF_TEST_HIDE_SWITCHES_FROM": str(target.pid)})
+        target.wait_done(30)
+        time.sleep(0.3)
+        assert jb.stop() == 0, jb.stderr[-2000:]
+    assert "test seam JANKBPF_TEST_HIDE_SWITCHES_FROM" in jb.stderr, jb.stderr[-2000:]
+    (summary,) = jb.of_type("summary")
+    janks = jb.of_type("jank", target.pid)
+    tasks = [t for t in target.long_tasks(THRESHOLD) if t["kind"] in ("sleep", "io")]
+    assert [t["kind"] for t in tasks] == ["sleep", "io"], tasks
+    for task in tasks:
+        (j,) = jank_by_begin(janks, task)
+        parts = j["state_ms"]
+        assert abs(sum(parts.values()) - j["duration_ms"]) < 0.01
+        traced = SCHED.of_jank(j)
+        # Each repaired stretch is split by the thread's CPU time, not by
+        # tracepoint stamps: its switch-in to its dequeue by the CPU clock
+        # ran up to ~35 us past the stamped stretch on this VM under load
+        # (ftrace beside it; an io task repairs ~500 such sleeps).
+        repaired = sum(1 for state, _, _ in SCHED.stretches_of(j) if state in ("sleeping", "blocked_io"))
+        tol = 1.0 + 0.005 * j["duration_ms"] + 0.1 * repaired
+        where = f"{task['kind']}: jankbpf {parts}, sched trace {traced}, {repaired} sleeps repaired"
+        for state in ("sleeping", "blocked_io"):
+            assert abs(parts[state] - traced[state]) <= tol, where
+        assert abs(parts["running"] + parts["runnable"] - traced["running"] - traced["runnable"]) <= tol, where
+        want = DOMINANT_STATE[task["kind"]]
+        assert parts[want] >= 0.5 * j["duration_ms"], where
+    # Each wakeup out of a hidden sleep was one.
+    assert summary["unseen_switches"] >= 2, summary
 
 
 def test_system_wide_sees_processes_started_later():
