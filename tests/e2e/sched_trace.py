@@ -157,19 +157,27 @@ def stretches(events, tid, begin_ns, end_ns):
 
 
 def unseen(events, tid, begin_ns, end_ns):
-    """How many of thread `tid`'s switches in [begin_ns, end_ns) the trace
-    itself missed: a switch-out of a thread it had not switched in, a
-    switch-in of one it had not switched out. Kernels that hide a host
-    agent's threads from tracing (CI's sandbox) trace no switch to or from
-    them; over such a gap this account is no truth either."""
+    """How many of thread `tid`'s switches over a task's span [begin_ns,
+    end_ns) the trace itself missed: a switch-out of a thread it had not
+    switched in, a switch-in of one it had not switched out, a wakeup of
+    one it had queued (it ran and slept since, both unseen), and the thread
+    not running at the task's begin or end (a task begins and ends in its
+    thread's own context; seen: a 200 ms spin traced as queued throughout,
+    its switch-in unseen). Kernels that hide a host agent's threads from
+    tracing (CI's sandbox) trace no switch to or from them; over such a gap
+    this account is no truth either."""
     tid = str(tid)
-    state, missed = None, 0
+    state, missed, at_begin = None, 0, None
     for ts, kind, f in events:
         if ts >= end_ns:
             break
+        if ts >= begin_ns and at_begin is None:
+            at_begin = state
         if kind != "sched_switch":
-            if f.get("pid") == tid and state not in ("running", "runnable"):
-                state = "runnable"
+            if f.get("pid") == tid:
+                missed += ts >= begin_ns and state == "runnable"
+                if state not in ("running", "runnable"):
+                    state = "runnable"
             continue
         if f.get("prev_pid") == tid:
             missed += ts >= begin_ns and state is not None and state != "running"
@@ -177,7 +185,9 @@ def unseen(events, tid, begin_ns, end_ns):
         elif f.get("next_pid") == tid:
             missed += ts >= begin_ns and state == "running"
             state = "running"
-    return missed
+    if at_begin is None:
+        at_begin = state
+    return missed + (at_begin not in (None, "running")) + (state not in (None, "running"))
 
 
 def split(events, tid, begin_ns, end_ns):

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from harness import (Jankbpf, close_to_task, held_bpf_ids, held_map_ids, maps_still_loaded, need, run_jankbpf,
+from harness import (SPAN_MS, Jankbpf, close_to_task, held_bpf_ids, held_map_ids, maps_still_loaded, need, run_jankbpf,
                      still_loaded, JANKBPF)
 import target as target_mod
 from target import DOMINANT_STATE
@@ -64,9 +64,15 @@ THRESHOLD = 150
 
 
 def jank_by_begin(janks, task):
-    """The jank record whose task began when the app's task did (±1 ms)."""
-    found = [j for j in janks if abs(j["begin_monotonic_ns"] - task["begin_ns"]) < 1_000_000]
-    return found
+    """The jank record whose task began when the app's task did: the kernel
+    stamps the wait's return, the app reads its clock after it, and in
+    between the thread can lose its CPU (SPAN_MS and the run delay the app
+    counted, as close_to_task allows) or, on this VM beside two compiles,
+    spend 0.5-1.3 ms with no switch at all: the first task after the target's
+    3.5 s start delay, the same without jankbpf attached (ftrace's sys_exit
+    to the app's clock read). Tasks begin hundreds of ms apart."""
+    slack = (SPAN_MS + task.get("edge_delay_ns", 0) / 1e6) * 1e6
+    return [j for j in janks if abs(j["begin_monotonic_ns"] - task["begin_ns"]) <= slack]
 
 
 def assert_states_match(task, j):
@@ -87,13 +93,16 @@ def assert_states_match(task, j):
         unexplained = task["dur_ns"] / 1e6 - cpu - delay
         off_cpu = parts["sleeping"] + parts["blocked_io"]
         where = f"{task['kind']}: jankbpf {parts}, app cpu {cpu:.3f} run_delay {delay:.3f}"
-        # On a CPU or queued for one: checked here by the sum, and runnable
-        # from below. The split between the two is jankbpf's known defect
-        # (issue 25): under load it has called up to 31 ms of an O_DIRECT
-        # reader's running time runnable (and some blocked_io), where the
-        # app's clocks agree that the thread ran (seen again after the
-        # hidden-switch repairs: cpu 24.2 ms, running 15.0, runnable 6.0,
-        # run_delay 0.7).
+        # On a CPU or queued for one: the sum, not the split, is what the
+        # app's clocks can check. A wakeup that preempts the CPU's current
+        # task makes the scheduler skip its clock update at the switch that
+        # follows (wakeup_preempt: rq_clock_skip_update), so the thread's
+        # CPU clock starts before its switch-in and run_delay gains nothing:
+        # time it queued is CPU time to the app (seen beside a compile: an
+        # io:250 task with cpu 34.6, run_delay 29.6 ms, where jankbpf had
+        # running 18.4, runnable 41.1 and the sched trace below 18.7, 41.0).
+        # So run_delay bounds runnable from below only; the split itself is
+        # held to the trace.
         assert parts["runnable"] >= delay - tol, where
         assert parts["running"] + parts["runnable"] >= cpu + delay - tol, where
         assert off_cpu <= unexplained + tol, where
@@ -102,19 +111,13 @@ def assert_states_match(task, j):
     # switches (seen: within 0.07 ms a part on this VM). Where the kernel
     # traced no switch to or from a hidden thread, ftrace is as blind as
     # jankbpf's programs, and jankbpf repairs the gap from the thread's
-    # counters: the app's clocks above are the truth then.
+    # counters: only the app's clocks above check it then.
     if SCHED is not None and SCHED.unseen_in(j) == 0:
         traced = SCHED.of_jank(j)
         tol_traced = 1.0 + 0.005 * task["dur_ns"] / 1e6
         where = f"{task['kind']}: jankbpf {parts}, sched trace {traced}"
-        for state in ("sleeping", "blocked_io"):
+        for state in ("running", "runnable", "sleeping", "blocked_io"):
             assert abs(parts[state] - traced[state]) <= tol_traced, where
-        on = parts["running"] + parts["runnable"]
-        assert abs(on - traced["running"] - traced["runnable"]) <= tol_traced, where
-        # KNOWN DEFECT (issue 25, open): the running/runnable split itself.
-        # Seen under CI: an io:156 task, jankbpf running 18.7 runnable 34.1
-        # ms, the trace 49.3 and 3.5. Until it is fixed, only from below.
-        assert parts["runnable"] >= traced["runnable"] - tol_traced, where
     want = DOMINANT_STATE.get(task["kind"])
     if want == "blocked_io":
         # O_DIRECT reads cost CPU between the waits (5-10% here; with four
@@ -142,7 +145,9 @@ def assert_matches_truth(janks, target, threshold=THRESHOLD, worker=0):
     matched = set()
     for task in long_tasks:
         found = jank_by_begin(janks, task)
-        assert len(found) == 1, f"task {task['kind']}:{task.get('arg')} reported {len(found)} times"
+        near = [(round((j["begin_monotonic_ns"] - task["begin_ns"]) / 1e6, 3), j["duration_ms"]) for j in janks]
+        assert len(found) == 1, (f"task {task['kind']}:{task.get('arg')} reported {len(found)} times; "
+                                 f"janks (begin - task's begin, duration ms): {near}; task {task}")
         j = found[0]
         matched.add(id(j))
         assert close_to_task(j["duration_ms"], task), (task, j["duration_ms"])
