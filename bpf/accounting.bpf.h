@@ -55,11 +55,24 @@ static __always_inline void snapshot(struct jb_thread *t, struct sched_counts *c
 
 /* The span since the last recorded change, as the scheduler's counters split it. */
 struct unseen_split {
-	__u64 span;
 	__u64 ran;     /* on a CPU */
 	__u64 queued;  /* waiting for one */
 	__u64 rest;    /* in the recorded state */
 };
+
+static __always_inline __u64 span_since_change(struct jb_thread *t, __u64 now)
+{
+	return now > t->last_ns ? now - t->last_ns : 0;
+}
+
+/* CPU time since the last snapshot, at most `cap` (the counters and the
+ * stamps are different clocks: microseconds apart). */
+static __always_inline __u64 ran_since_snapshot(struct jb_thread *t, struct sched_counts *c, __u64 cap)
+{
+	__u64 ran = c->exec_ns > t->snap_exec_ns ? c->exec_ns - t->snap_exec_ns : 0;
+
+	return ran < cap ? ran : cap;
+}
 
 /*
  * The thread is running, yet its recorded state says it is not: the
@@ -81,18 +94,14 @@ struct unseen_split {
 static __always_inline void split_unseen(struct jb_thread *t, __u64 now, struct sched_counts *c,
 					 struct unseen_split *s)
 {
-	__u64 span = now > t->last_ns ? now - t->last_ns : 0;
-	__u64 ran = c->exec_ns > t->snap_exec_ns ? c->exec_ns - t->snap_exec_ns : 0;
+	__u64 span = span_since_change(t, now);
 	__u64 queued = c->delay_ns > t->snap_delay_ns ? c->delay_ns - t->snap_delay_ns : 0;
 
 	if (queued > span)
 		queued = span;
-	if (t->state == JB_ST_RUNNABLE || ran > span - queued)
-		ran = span - queued;
-	s->span = span;
-	s->ran = ran;
 	s->queued = queued;
-	s->rest = span - ran - queued;
+	s->ran = t->state == JB_ST_RUNNABLE ? span - queued : ran_since_snapshot(t, c, span - queued);
+	s->rest = span - s->ran - queued;
 }
 
 static __always_inline void account_unseen(struct jb_thread *t, __u64 now, struct sched_counts *c)
@@ -147,7 +156,7 @@ static __always_inline void split_now(struct jb_thread *t, __u64 now, __u64 out[
  */
 static __always_inline void account_in(struct jb_thread *t, __u64 now, struct sched_counts *c)
 {
-	__u64 waited = t->state == JB_ST_RUNNABLE && now > t->last_ns ? now - t->last_ns : 0;
+	__u64 waited = t->state == JB_ST_RUNNABLE ? span_since_change(t, now) : 0;
 
 	account(t, now);
 	t->snap_exec_ns = c->exec_ns;
@@ -162,11 +171,9 @@ static __always_inline void account_in(struct jb_thread *t, __u64 now, struct sc
  */
 static __always_inline void account_unseen_out(struct jb_thread *t, __u64 now, struct sched_counts *c)
 {
-	__u64 span = now > t->last_ns ? now - t->last_ns : 0;
-	__u64 ran = c->exec_ns > t->snap_exec_ns ? c->exec_ns - t->snap_exec_ns : 0;
+	__u64 span = span_since_change(t, now);
+	__u64 ran = ran_since_snapshot(t, c, span);
 
-	if (ran > span)
-		ran = span;
 	if (t->in_task) {
 		t->state_ns[JB_ST_RUNNING] += ran;
 		t->state_ns[JB_ST_RUNNABLE] += span - ran;
