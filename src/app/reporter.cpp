@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <unordered_map>
 
@@ -266,13 +267,17 @@ runtime::RuntimeCapture Reporter::capture_runtime(pid_t pid, pid_t tid, uint64_t
 }
 
 void Reporter::add_offcpu(const jb_offcpu_event& e) {
-  auto copy = std::make_unique<jb_offcpu_event>();
-  memcpy(copy.get(), &e, sizeof e);
+  // Only the valid part of the user stack is copied, into memory left
+  // unzeroed: a shallow thread's few KB, not 17 KB written twice a capture.
+  // Nothing reads past ustack_bytes (handle(OffCpuJob), capture_runtime).
+  std::unique_ptr<jb_offcpu_event> copy(new jb_offcpu_event);
+  const size_t ubytes = std::min<size_t>(e.ustack_bytes, sizeof e.ustack);
+  memcpy(copy.get(), &e, offsetof(jb_offcpu_event, ustack) + ubytes);
   // Still off the CPU in the task: its runtime frames are where it waits.
   size_t nregs = std::min<size_t>(e.nr_regs, JB_MAX_USER_REGS);
   auto rt = capture_runtime(static_cast<pid_t>(e.hdr.pid), static_cast<pid_t>(e.hdr.tid), 0,
                             std::span<const uint64_t>(reinterpret_cast<const uint64_t*>(copy->regs), nregs),
-                            std::span<const uint8_t>(copy->ustack, std::min<size_t>(copy->ustack_bytes, sizeof copy->ustack)));
+                            std::span<const uint8_t>(copy->ustack, ubytes));
   push(OffCpuJob{std::move(copy), std::move(rt)});
 }
 
