@@ -172,6 +172,13 @@ std::shared_ptr<Module> Resolver::host_vdso() {
 }
 
 void Resolver::kernel_frames(const SampleInput& in, ResolvedStack& out) {
+  // Sized first: a perf callchain may go on with user pcs, not kept here.
+  size_t n = 0;
+  for (uint64_t addr : in.kernel_callchain) {
+    if (addr == kPerfContextUser) break;
+    n += addr < kPerfContextMax && is_kernel_address(addr);
+  }
+  out.frames.reserve(n);
   bool first = true;
   for (uint64_t addr : in.kernel_callchain) {
     if (addr == kPerfContextUser) break;
@@ -250,16 +257,19 @@ void append_user_frames(Process& p, const ResolverOptions& opts, uint64_t pc, bo
   base.build_id = mp.module->build_id();
   base.module_offset = pc - mp.bias;
   const Symbolized& s = mp.module->symbolize(lookup - mp.bias, opts.source_lines, until);
-  for (const SymbolizedFrame& sf : s.frames) {
-    Frame f = base;
+  for (size_t i = 0; i < s.frames.size(); i++) {
+    const SymbolizedFrame& sf = s.frames[i];
+    // The physical frame (last) takes base itself: its module and build-id
+    // are copied only for the inlined frames before it.
+    Frame f = i + 1 < s.frames.size() ? base : std::move(base);
     f.symbol = sf.function;
     f.file = sf.file;
     f.line = sf.line;
     f.column = sf.column;
     if (sf.inlined) {
       f.flags |= kFrameInlined;
-    } else if (sf.has_start && base.module_offset >= sf.function_start) {
-      f.symbol_offset = base.module_offset - sf.function_start;
+    } else if (sf.has_start && f.module_offset >= sf.function_start) {
+      f.symbol_offset = f.module_offset - sf.function_start;
     }
     out.push_back(std::move(f));
   }
@@ -331,6 +341,9 @@ ResolvedStack Resolver::resolve(const SampleInput& in) {
   }
   // DWARF still to copy gets a slice of this sample's time, not more.
   const auto dwarf_until = util::own_now() + opts_.budgets.dwarf_slice;
+  // One frame a pc but for inlined calls: no regrowth (each a move of
+  // every Frame so far) on the common path.
+  out.frames.reserve(out.frames.size() + u.pcs.size());
   for (const auto& up : u.pcs)
     append_user_frames(*p, opts_, up.pc, up.activation, out.frames, out.budgets, dwarf_until);
   out.stop = u.stop;
