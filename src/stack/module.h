@@ -86,6 +86,9 @@ class Module {
   // result computed before it is all in has no lines and is not memoized.
   const Symbolized& symbolize(uint64_t vaddr, bool lines,
                               std::chrono::steady_clock::time_point until = std::chrono::steady_clock::time_point::max());
+  // True once DWARF is open or refused for good: symbolize() no longer
+  // reads `until`.
+  bool dwarf_settled() const { return dwarf_tried_; }
   size_t cached_results() const { return cache_.size(); }
   // Times the address memo was full and started over.
   uint64_t memo_resets() const { return memo_resets_; }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "stack/process.h"
 #include "util/log.h"
@@ -219,8 +220,23 @@ void Resolver::kernel_frames(const SampleInput& in, ResolvedStack& out) {
 
 namespace {
 
+// The end of a sample's DWARF slice, read from the clock (a schedstat
+// read) only once a module still has DWARF to copy: warm samples never do.
+class DwarfDeadline {
+ public:
+  explicit DwarfDeadline(std::chrono::milliseconds slice) : slice_(slice) {}
+  std::chrono::steady_clock::time_point get() {
+    if (!at_) at_ = util::own_now() + slice_;
+    return *at_;
+  }
+
+ private:
+  std::chrono::milliseconds slice_;
+  std::optional<std::chrono::steady_clock::time_point> at_;
+};
+
 void append_user_frames(Process& p, const ResolverOptions& opts, uint64_t pc, bool activation,
-                        std::vector<Frame>& out, uint32_t& budgets, std::chrono::steady_clock::time_point until) {
+                        std::vector<Frame>& out, uint32_t& budgets, DwarfDeadline& until) {
   uint64_t lookup = activation ? pc : pc - 1;
   const MapEntry* m = p.maps().find(lookup);
   Frame base;
@@ -256,7 +272,9 @@ void append_user_frames(Process& p, const ResolverOptions& opts, uint64_t pc, bo
   }
   base.build_id = mp.module->build_id();
   base.module_offset = pc - mp.bias;
-  const Symbolized& s = mp.module->symbolize(lookup - mp.bias, opts.source_lines, until);
+  const bool dwarf_pending = opts.source_lines && !mp.module->dwarf_settled();
+  const Symbolized& s = mp.module->symbolize(lookup - mp.bias, opts.source_lines,
+                                             dwarf_pending ? until.get() : std::chrono::steady_clock::time_point::max());
   for (size_t i = 0; i < s.frames.size(); i++) {
     const SymbolizedFrame& sf = s.frames[i];
     // The physical frame (last) takes base itself: its module and build-id
@@ -284,7 +302,7 @@ const ProcMaps* Resolver::known_maps(pid_t pid) const {
 
 std::vector<Frame> Resolver::symbolize_user(pid_t pid, Arch arch, std::span<const uint64_t> pcs) {
   std::vector<Frame> out;
-  const auto dwarf_until = util::own_now() + opts_.budgets.dwarf_slice;
+  DwarfDeadline dwarf_until(opts_.budgets.dwarf_slice);
   Process* p = process(pid, arch);
   // A PC outside the known mappings may be in a library mapped since.
   bool unknown = !p->has_maps();
@@ -340,7 +358,7 @@ ResolvedStack Resolver::resolve(const SampleInput& in) {
     return fail(UnwindStop::NoProcess, "cannot read /proc/" + std::to_string(in.pid) + "/maps");
   }
   // DWARF still to copy gets a slice of this sample's time, not more.
-  const auto dwarf_until = util::own_now() + opts_.budgets.dwarf_slice;
+  DwarfDeadline dwarf_until(opts_.budgets.dwarf_slice);
   // One frame a pc but for inlined calls: no regrowth (each a move of
   // every Frame so far) on the common path.
   out.frames.reserve(out.frames.size() + u.pcs.size());
