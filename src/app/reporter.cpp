@@ -348,6 +348,11 @@ void Reporter::run() {
                                           "reporting a frame", "a batch of frames"};
   static_assert(std::size(kJobNames) == std::variant_size_v<Job>);
   bool trim_due = false;
+  // The own clock (a schedstat read) as the last charged job ended: the
+  // next job's start while the worker has done nothing since but take it
+  // from the queue. A batch of samples costs one read a job, not two.
+  std::chrono::steady_clock::time_point clock_at{};
+  bool clock_current = false;
   for (;;) {
     Job job;
     uint32_t uid = 0;
@@ -365,6 +370,7 @@ void Reporter::run() {
         if (idle) {
           give_back_freed_memory();
           trim_due = false;
+          clock_current = false;
         }
       }
       std::unique_lock lk(mu_);
@@ -380,6 +386,7 @@ void Reporter::run() {
       };
       auto deadline = impl_->parked.next_deadline();
       if (queue_.size() > urgent_ && (!deadline || lazy_due() < *deadline)) deadline = lazy_due();
+      if (!ready()) clock_current = false;  // waits: the time until the next job is not its own
       if (deadline)
         cv_.wait_until(lk, *deadline, ready);
       else
@@ -387,7 +394,7 @@ void Reporter::run() {
       trace_done_ = false;
       hurry = hurry_;
     }
-    emit_parked(hurry);
+    if (emit_parked(hurry)) clock_current = false;
     {
       std::unique_lock lk(mu_);
       if (queue_.empty()) {
@@ -417,7 +424,10 @@ void Reporter::run() {
     // A stack job of a uid out of reporter time is skipped, at no cost,
     // when another uid waits.
     if (!within_time(job, uid, others_waiting)) continue;
-    const auto job_start = util::own_now();  // charged: the job's own time, not the host's load
+    // Charged: the job's own time, not the host's load.
+    const bool charged = charged_pid(job) > 0;
+    const auto job_start = charged && !clock_current ? util::own_now() : clock_at;  // unread if not charged
+    clock_current = false;
     // One job's failure (bad_alloc on a hostile ELF, a parser's exception)
     // costs that job, counted, never the run.
     try {
@@ -453,18 +463,21 @@ void Reporter::run() {
     } catch (...) {
       job_failed("unknown exception");
     }
-    if (charged_pid(job) > 0) {
+    if (charged) {
       // At most a burst of debt: a uid that had the reporter to itself is
       // not shut out for long once someone else needs it.
+      clock_at = util::own_now();
+      clock_current = true;
       auto& ns = impl_->time_buckets[uid].ns;
-      ns -= std::chrono::duration_cast<std::chrono::nanoseconds>(util::own_now() - job_start).count();
+      ns -= std::chrono::duration_cast<std::chrono::nanoseconds>(clock_at - job_start).count();
       ns = std::max(ns, -kReporterBurstMs * 1'000'000);
     }
   }
 }
 
-void Reporter::emit_parked(bool all) {
-  for (auto& rec : impl_->parked.take_ready(ParkedRecords::Clock::now(), all)) {
+bool Reporter::emit_parked(bool all) {
+  auto ready = impl_->parked.take_ready(ParkedRecords::Clock::now(), all);
+  for (auto& rec : ready) {
     try {
       if (auto* task = std::get_if<TaskRecord>(&rec))
         write_task(*task);
@@ -474,6 +487,7 @@ void Reporter::emit_parked(bool all) {
       job_failed(e.what());
     }
   }
+  return !ready.empty();
 }
 
 void Reporter::write_task(const TaskRecord& rec) {

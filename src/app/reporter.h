@@ -202,7 +202,7 @@ class Reporter {
   void add_runtime_frames(stack::ResolvedStack& s, const runtime::RuntimeCapture& rt, runtime::RuntimeKind kind,
                           uint64_t task_end_ns, bool count);
   void job_failed(const char* what);
-  void emit_parked(bool all);
+  bool emit_parked(bool all);  // true if any went out
   void write_task(const TaskRecord& rec);
 
   struct Impl;  // the resolver and the per-thread stores: worker-only state
