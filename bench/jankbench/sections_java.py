@@ -73,7 +73,10 @@ def causes(doc, d):
 def lane_causes(doc, d):
     doc.p(f"The kernel lane's `causes` scenario with LANE_CAUSE_TRIALS={d['trials']}: one boot per arch, "
           "jankbpf system-wide, `cause_target` planting each cause that many times (the quota in a cgroup2 "
-          "`cpu.max` of 20000/100000). Judged as section 11.", term=True)
+          "`cpu.max` of 20000/100000). Judged as section 11, except the fault's truth: the thread's time "
+          "blocked (D) over its jank in the guest's own sched trace (ftrace, stamped at the tracepoints jankbpf "
+          "uses, by other code), where the row stored one (`truth_source`); the app's wall less CPU and run delay "
+          "counts as asleep what the scheduler's clock updates lag the tracepoints under TCG.", term=True)
     for arch, a in d["arches"].items():
         if "rows" not in a:
             doc.p(f"{arch}: not run ({a.get('error')}).", term=True)

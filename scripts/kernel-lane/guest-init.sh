@@ -170,6 +170,47 @@ run_target() {
 	echo $? > "$d/target-$tname.rc"
 }
 
+# sched_trace_on COMM, then sched_trace_record, then sched_trace_off FILE:
+# COMM's sched_switch and sched_wakeup in a tracefs instance of the lane's
+# own (mono clock, as jankbpf's records), kept as "ts: event: pid and state
+# fields": the tests' second account of a task's time asleep, by other code
+# than jankbpf's (tests/e2e/sched_trace.py parses it). Its events are
+# enabled before jankbpf attaches, so at each tracepoint ftrace stamps
+# first, as in the host's e2e tests: stamped after jankbpf's sched_switch
+# program ran, every fault's sleep came out ~115 us shorter under TCG (its
+# run time). tracing_on stays 0 until sched_trace_record.
+SCHED_INSTANCE=/sys/kernel/tracing/instances/lane-sched
+sched_trace_record() { echo 1 > "$SCHED_INSTANCE/tracing_on"; }
+sched_trace_drop() { [ ! -d "$SCHED_INSTANCE" ] || rmdir "$SCHED_INSTANCE"; }
+sched_trace_on() {
+	local i=$SCHED_INSTANCE e
+	mkdir "$i" || return 1
+	echo 0 > "$i/tracing_on"
+	echo mono > "$i/trace_clock"
+	echo 8192 > "$i/buffer_size_kb"
+	echo "prev_comm == \"$1\" || next_comm == \"$1\"" > "$i/events/sched/sched_switch/filter"
+	for e in sched_wakeup sched_wakeup_new; do
+		echo "comm == \"$1\"" > "$i/events/sched/$e/filter"
+	done
+	for e in sched_switch sched_wakeup sched_wakeup_new; do
+		echo 1 > "$i/events/sched/$e/enable"
+	done
+}
+sched_trace_off() {
+	local i=$SCHED_INSTANCE
+	[ -d "$i" ] || return 0
+	echo 0 > "$i/tracing_on"
+	{ sed -n -E '/: sched_(switch|wakeup|wakeup_new): /{
+		s/^.* ([0-9]+\.[0-9]{6}): (sched_[a-z_]+): / \1: \2: /
+		s/ (prev_comm|next_comm|comm|prev_prio|next_prio|prio|target_cpu|success)=[^ ]*//g
+		s/ ==>//
+		p
+	}' "$i/trace"
+	  echo "overrun: $(awk '/^overrun:/ { n += $2 } END { print n + 0 }' "$i"/per_cpu/cpu*/stats)"; } > "$1"
+	echo $? > "$1.rc"
+	rmdir "$i"
+}
+
 emit() {
 	local name=$1 d=$2 f trc
 	for f in args attach targets exit records records-wait stderr bpftool-during instances-during \
@@ -411,6 +452,7 @@ scenario_causes() {
 	done
 	mkdir -p "$d/logs"
 	watchdog_args "$wd"
+	sched_trace_on cause_target
 	if start_jankbpf "$d" --ignore-startup-time 3 --log-type 1 --log-dir "$d/logs" $WD_ARGS; then
 		while_attached "$d"
 		run_target "$d" cause_target cause_target --start-delay 3.3 --gap 300 $steps spin:5
@@ -421,8 +463,10 @@ scenario_causes() {
 		# fault and io on the host's disk image (section target-cause_io
 		# absent without it).
 		if grep -q ' /mnt/disk ext4 ' /proc/mounts; then
+			sched_trace_record
 			run_target "$d" cause_io cause_target --start-delay 3.3 --gap 400 --io-dir /mnt/disk \
 				fsync:48 fault:8 spin:5
+			sched_trace_off "$d/target-cause_io-sched"
 		fi
 		mkdir -p /sys/fs/cgroup
 		grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup
@@ -435,6 +479,7 @@ scenario_causes() {
 	else
 		not_attached "$d" $?
 	fi
+	sched_trace_drop
 	after_exit "$d"
 	emit "$name" "$d"
 }

@@ -281,6 +281,31 @@ def test_lane_causes_goal_wants_each_once_a_boot_cause_named():
     assert goal("lane-causes-named").judge(lane(once[:2]))[1] is False
 
 
+def test_lane_fault_truth_is_the_guests_sched_trace_when_whole():
+    from jankbench.scenarios import lane
+    # Thread 7: a 10 ms jank from t=1 s; blocked 1.002-1.004 and 1.005-1.008 s.
+    text = "\n".join([
+        " 0.900000: sched_switch: prev_pid=0 prev_state=R next_pid=7",
+        " 1.002000: sched_switch: prev_pid=7 prev_state=D next_pid=0",
+        " 1.004000: sched_wakeup: pid=7",
+        " 1.004010: sched_switch: prev_pid=0 prev_state=R next_pid=7",
+        " 1.005000: sched_switch: prev_pid=7 prev_state=D next_pid=0",
+        " 1.008000: sched_wakeup: pid=7",
+        " 1.008020: sched_switch: prev_pid=0 prev_state=R next_pid=7",
+        "overrun: 0"])
+    jank = {"begin_monotonic_ns": 1_000_000_000, "duration_ms": 10.0}
+    row = {"truth_ms": 6.5, "slack_ms": 0.02}
+    lane._fault_truth_from_trace(row, text, 7, jank)
+    assert row["truth_source"] == "sched trace" and row["app_ms"] == 6.5
+    assert abs(row["truth_ms"] - 5.0) < 1e-9 and row["slack_ms"] == 0.02
+    # Events lost, or a switch the trace missed: the app's measure stays.
+    for bad in (text.replace("overrun: 0", "overrun: 3"),
+                text.replace(" 1.004010: sched_switch: prev_pid=0 prev_state=R next_pid=7\n", "")):
+        row = {"truth_ms": 6.5}
+        lane._fault_truth_from_trace(row, bad, 7, jank)
+        assert row["truth_ms"] == 6.5 and row["truth_source"].startswith("app"), row
+
+
 def _curve_size(n, idle_ns, rss_kb, maps, janks=10, lost=None):
     w = {"secs": 10, "asked": 10, "janks": janks, "jankbpf_cpu_ns": 0, "bpf_ns": 0}
     return {"processes": n, "idle": {"secs": 10, "asked": 0, "janks": 0, "jankbpf_cpu_ns": idle_ns, "bpf_ns": 0},

@@ -18,6 +18,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts", "kernel-lane"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))  # sched_trace: the guest's own sched trace
 
 import lane as lane_mod  # noqa: E402
 
