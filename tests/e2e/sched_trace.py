@@ -190,6 +190,26 @@ def unseen(events, tid, begin_ns, end_ns):
     return missed + (at_begin not in (None, "running")) + (state not in (None, "running"))
 
 
+def blocked_of(text, tid, begin_ns, end_ns):
+    """Thread `tid`'s ms blocked (D) over [begin_ns, end_ns), and in how many
+    stretches, from a trace in text that ends with its "overrun: N" line
+    (the kernel lane's guest-init.sh, sched_trace_off). Raises ValueError
+    saying why the account is not whole: events lost, a switch the trace
+    missed, the thread never placed before the window."""
+    m = re.search(r"^overrun: (\d+)$", text, re.M)
+    if not m or m.group(1) != "0":
+        raise ValueError(f"the sched trace lost events: {m and m.group(1)}")
+    events = parse(text.splitlines())
+    missed = unseen(events, tid, begin_ns, end_ns)
+    if missed:
+        raise ValueError(f"the sched trace missed {missed} switches of {tid}")
+    found = stretches(events, tid, begin_ns, end_ns)
+    if found is None:
+        raise ValueError(f"the sched trace never placed thread {tid} before its task")
+    blocked = [(lo, hi) for state, lo, hi in found if state == "blocked_io"]
+    return sum(hi - lo for lo, hi in blocked) / 1e6, len(blocked)
+
+
 def split(events, tid, begin_ns, end_ns):
     """The state split of thread `tid` over [begin_ns, end_ns), as stretches()
     summed per state in ms; None when no event placed the thread before

@@ -647,17 +647,11 @@ def traced_blocked(run, item, tid, j):
     import sched_trace
     text = run.text(item)
     assert text, f"no sched trace {item}" + run.diag()
-    m = re.search(r"^overrun: (\d+)$", text, re.M)
-    assert m and m.group(1) == "0", f"the sched trace {item} lost events: {m and m.group(1)}"
-    events = sched_trace.parse(text.splitlines())
     begin = j["begin_monotonic_ns"]
-    end = begin + round(j["duration_ms"] * 1e6)
-    missed = sched_trace.unseen(events, tid, begin, end)
-    assert missed == 0, f"the sched trace {item} missed {missed} switches of {tid}"
-    found = sched_trace.stretches(events, tid, begin, end)
-    assert found is not None, f"the sched trace {item} never placed thread {tid} before its task"
-    blocked = [(lo, hi) for state, lo, hi in found if state == "blocked_io"]
-    return sum(hi - lo for lo, hi in blocked) / 1e6, len(blocked)
+    try:
+        return sched_trace.blocked_of(text, tid, begin, begin + round(j["duration_ms"] * 1e6))
+    except ValueError as e:
+        raise AssertionError(f"{item}: {e}") from None
 
 
 def cause_jank(run, ready, task):

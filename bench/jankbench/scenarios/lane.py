@@ -231,19 +231,17 @@ def _fault_truth_from_trace(row, text, tid, jank):
     shorter, arm64 0.002), which the 10 % does not forgive. Without a whole
     trace the app's measure stays the truth."""
     import sched_trace
-    m = re.search(r"^overrun: (\d+)$", text, re.M)
-    if jank is None or not m or m.group(1) != "0":
-        row["truth_source"] = "app (no whole sched trace)"
+    if jank is None:
+        row["truth_source"] = "app (no jank over the task)"
         return
-    events = sched_trace.parse(text.splitlines())
     begin = jank["begin_monotonic_ns"]
-    end = begin + round(jank["duration_ms"] * 1e6)
-    split = sched_trace.split(events, tid, begin, end)
-    if split is None or sched_trace.unseen(events, tid, begin, end):
-        row["truth_source"] = "app (the sched trace missed a switch)"
+    try:
+        ms, _ = sched_trace.blocked_of(text, tid, begin, begin + round(jank["duration_ms"] * 1e6))
+    except ValueError as e:
+        row["truth_source"] = f"app ({e})"
         return
     row["app_ms"] = row["truth_ms"]
-    row["truth_ms"] = split["blocked_io"]
+    row["truth_ms"] = ms
     row["truth_source"] = "sched trace"
 
 
