@@ -278,10 +278,6 @@ static __noinline bool waker_in_interrupt(void *ctx)
 	__u32 zero = 0;
 	long n;
 
-	if (!(__u32)bpf_get_current_pid_tgid())
-		return true;
-	if (!irq_text_nr)
-		return false;
 	f = bpf_map_lookup_elem(&waker_frames, &zero);
 	if (!f)
 		return false;
@@ -296,6 +292,29 @@ static __always_inline bool waker_is_kthread(void)
 	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
 
 	return BPF_CORE_READ(cur, flags) & JB_PF_KTHREAD;
+}
+
+/*
+ * Who may be blamed for a wakeup, in the waker's context: 0 (the current
+ * thread), JB_CSF_IRQ (the idle task, or interrupt text on its stack),
+ * JB_CSF_KTHREAD, or JB_CSF_CTX_UNKNOWN: the interrupt text is not read
+ * yet (beside the load; on a busy machine it can take a second), and an
+ * interrupt runs in the context of whatever it interrupted. CI on eb1e653,
+ * before this: futex timeouts named `sh` and `jankbpf` peers.
+ */
+static __noinline __u32 waker_flags(void *ctx)
+{
+	if (!(__u32)bpf_get_current_pid_tgid())
+		return JB_CSF_IRQ;
+	if (irq_text_nr && waker_in_interrupt(ctx))
+		return JB_CSF_IRQ;
+	if (waker_is_kthread())
+		return JB_CSF_KTHREAD;
+	if (!irq_text_nr) {
+		stat_inc(JB_STAT_WAKERS_UNKNOWN);
+		return JB_CSF_CTX_UNKNOWN;
+	}
+	return 0;
 }
 
 struct task_struct___cpu {
@@ -501,7 +520,7 @@ __noinline int jb_cause_charge(struct jb_cause_event *ev, struct jb_cause_open *
 static __always_inline __u32 asleep_kind(struct jb_cause_open *o, __u64 *key)
 {
 	__u32 cls = JB_SC_NONE;
-	bool woken = o->flags & JB_CSF_WOKEN, irq = o->flags & (JB_CSF_IRQ | JB_CSF_KTHREAD);
+	bool woken = o->flags & JB_CSF_WOKEN, irq = o->flags & (JB_CSF_NO_WAKER | JB_CSF_KTHREAD);
 
 	if (o->nr >= 0 && o->nr < JB_MAX_SYSCALL_NR && !(o->flags & JB_CSF_COMPAT))
 		cls = cause_class_of_nr[o->nr];
@@ -843,7 +862,7 @@ __noinline int jb_subject_out(__u32 tid, __u32 tgid, __u64 st_pre, __u64 now)
 	s->wait_nr = o.nr;
 	s->wait_addr = o.arg0;
 	s->wait_claim = o.claim;
-	s->flags = o.flags | (s->flags & (JB_CSF_WOKEN | JB_CSF_IRQ | JB_CSF_KTHREAD));
+	s->flags = o.flags | (s->flags & (JB_CSF_WOKEN | JB_CSF_IRQ | JB_CSF_KTHREAD | JB_CSF_CTX_UNKNOWN));
 	if (s->role == JB_SUBJ_CHAIN || s->chain || !o.claim)
 		return 0;
 	w.seq = s->watcher_seq;
@@ -893,7 +912,7 @@ __noinline int jb_subject_waker(__u32 tid, __u32 flags)
 	if (!s || s->foreign)
 		return 0;
 	s->flags |= JB_CSF_WOKEN | flags;
-	if (flags & JB_CSF_IRQ)
+	if (flags & JB_CSF_NO_WAKER)
 		return 0;
 	s->waker_pid = id >> 32;
 	s->waker_tid = (__u32)id;
@@ -1073,15 +1092,15 @@ __noinline int jb_cause_waker(struct jb_causes *cs, struct jb_cctx *c, __u32 fla
 	if (o->phase == JB_CPH_NONE) { /* still in schedule(): for its switch-out */
 		o->early = 1;
 		o->early_flags = JB_CSF_WOKEN | flags;
-		o->early_pid = flags & JB_CSF_IRQ ? 0 : id >> 32;
-		o->early_tid = flags & JB_CSF_IRQ ? 0 : (__u32)id;
+		o->early_pid = flags & JB_CSF_NO_WAKER ? 0 : id >> 32;
+		o->early_tid = flags & JB_CSF_NO_WAKER ? 0 : (__u32)id;
 		bpf_get_current_comm(&o->early_comm, sizeof(o->early_comm));
 		return 0;
 	}
 	if (o->phase != JB_CPH_ASLEEP)
 		return 0;
 	o->flags |= JB_CSF_WOKEN | flags;
-	if (flags & JB_CSF_IRQ)
+	if (flags & JB_CSF_NO_WAKER)
 		return 0;
 	o->waker_pid = id >> 32;
 	o->waker_tid = (__u32)id;
@@ -1294,10 +1313,7 @@ static __noinline void cause_waking(void *ctx, struct task_struct *p, __u32 tid,
 
 	if (!cs || cs->open.phase == JB_CPH_QUEUED)
 		return;
-	if (waker_in_interrupt(ctx))
-		flags = JB_CSF_IRQ;
-	else if (waker_is_kthread())
-		flags = JB_CSF_KTHREAD;
+	flags = waker_flags(ctx);
 	cctx_of(&c, tid, t, 0);
 	jb_cause_waker(cs, &c, flags);
 }
@@ -1383,10 +1399,7 @@ static __noinline void subject_waking(void *ctx, __u32 tid)
 
 	if (!bpf_map_lookup_elem(&subjects, &tid))
 		return;
-	if (waker_in_interrupt(ctx))
-		flags = JB_CSF_IRQ;
-	else if (waker_is_kthread())
-		flags = JB_CSF_KTHREAD;
+	flags = waker_flags(ctx);
 	jb_subject_waker(tid, flags);
 }
 

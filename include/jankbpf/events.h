@@ -89,7 +89,8 @@ enum jb_thread_state {
 	X(RECORD_RATE, records_rate_limited, "jank and hang records not sent: over --record-rate(-uid)")          \
 	X(CAUSES_FULL, causes_full, "tasks without causes: the `cause_tid` map was full")                 \
 	X(SUBJECTS_FULL, subjects_full, "owners/peers not followed: the `subjects` map was full")          \
-	X(SUBJECT_SAMPLES_CAPPED, subject_samples_capped, "samples of owners/peers over their cap")
+	X(SUBJECT_SAMPLES_CAPPED, subject_samples_capped, "samples of owners/peers over their cap")   \
+	X(WAKERS_UNKNOWN, wakers_unknown, "wakeups in tasks before the interrupt text was read: not blamed")
 
 #define JB_STAT_ENUM(id, field, meaning) JB_STAT_##id,
 enum jb_stat {
@@ -181,6 +182,10 @@ enum jb_syscall_class {
 #define JB_CSF_COMPAT (1u << 7)     /* a 32-bit syscall (its own numbers) */
 #define JB_CSF_FOREIGN (1u << 8)    /* subject: a claim naming another process's thread, not followed */
 #define JB_CSF_KTHREAD (1u << 9)    /* woken by a kernel thread: the kernel's doing, never blamed */
+#define JB_CSF_CTX_UNKNOWN (1u << 10) /* woken before the interrupt text was read: maybe an
+				       * interrupt, in whatever it interrupted; never blamed */
+/* No waker to name: an interrupt, or a context not known. */
+#define JB_CSF_NO_WAKER (JB_CSF_IRQ | JB_CSF_CTX_UNKNOWN)
 /* fault and io (bpf/causes_io.bpf.h); high bits, apart from the other kinds' */
 #define JB_CSF_FAULT (1u << 24)      /* asleep in D outside any syscall: a page fault */
 #define JB_CSF_FAULT_ADDR (1u << 25) /* arg0 is the faulting address (exceptions:page_fault_user) */

@@ -1,6 +1,5 @@
 #include "app/irq_text_loader.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <string>
@@ -16,9 +15,10 @@ void IrqTextLoader::begin() {
   if (job_) return;
   job_ = std::make_shared<Job>();
   std::thread([job = job_] {
-    // This thread only; lowering its own priority needs no privilege, and
-    // the unit's system-call filter allows setpriority (not sched_setscheduler).
-    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+    // At jankbpf's own priority, beside the BPF load (~40 ms of CPU, done
+    // before the attach on a 2-CPU machine with three spinners). At nice 19
+    // it came 3.5 s after the attach there, and until it comes no waker is
+    // blamed (causes.bpf.h, waker_flags).
     // Read a block at a time: held whole, the ~5 MB of text was most of an
     // idle jankbpf's peak RSS.
     std::vector<std::pair<uint64_t, uint32_t>> chunks;

@@ -128,7 +128,7 @@ int Monitor::run() {
   //    otherwise hold up the start. No task can pass the trace bound before
   //    it is ready (a task is seen from its begin, after the attach).
   begin_traces();
-  if (detector_config(opts_).causes) irq_text_.begin();
+  if (detector_config(opts_).causes && !test_seams::no_irq_text()) irq_text_.begin();
   if (!(start_detector() && start_stacks() && start_frames())) {
     irq_text_.cancel();
     await_traces();

@@ -76,4 +76,9 @@ bool no_runtime_read() {
   return on;
 }
 
+bool no_irq_text() {
+  static const bool on = env_number("JANKBPF_TEST_NO_IRQ_TEXT", 1) == 1;
+  return on;
+}
+
 }  // namespace jankbpf::test_seams

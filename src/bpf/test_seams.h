@@ -22,6 +22,10 @@
 //                                  module takes N ms longer when a user
 //                                  other than root owns it, as on a slow
 //                                  filesystem that user controls (FUSE)
+//   JANKBPF_TEST_NO_IRQ_TEXT=1     the interrupt text is never read from
+//                                  /proc/kallsyms, as in the seconds before
+//                                  it is on a busy machine (causes.bpf.h,
+//                                  on_interrupt_stack)
 #pragma once
 
 #include <cstdint>
@@ -32,6 +36,7 @@ uint32_t map_entries();       // 0: not set
 bool one_ring();
 uint32_t reader_pause_ms();   // 0: not set
 bool no_runtime_read();
+bool no_irq_text();
 uint32_t trace_setup_delay_ms();  // 0: not set
 bool hide_returns();
 uint32_t slow_open_ms();          // 0: not set

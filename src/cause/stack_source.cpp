@@ -8,14 +8,14 @@ std::vector<Window> sample_windows(const Evidence& ev) {
     if (s.flags & JB_CSF_FOREIGN) continue;
     if (s.pid) out.push_back({static_cast<pid_t>(s.tid), s.since_ns, s.until_ns});
     // Who woke it: a thread of a peer process, sampled as such.
-    if (s.waker_tid && !(s.flags & JB_CSF_IRQ)) out.push_back({static_cast<pid_t>(s.waker_tid), s.since_ns, s.until_ns});
+    if (s.waker_tid && !(s.flags & JB_CSF_NO_WAKER)) out.push_back({static_cast<pid_t>(s.waker_tid), s.since_ns, s.until_ns});
   }
   // The threads that woke it and the owners named, over their longest stretch.
   if (ev.causes)
     for (uint32_t i = 0; i < ev.causes->nslices && i < JB_CAUSE_SLOTS; i++) {
       const jb_cause_slice& s = ev.causes->slices[i];
       const uint64_t from = s.max_off_ns, to = s.max_off_ns + s.max_ns;
-      if (s.waker_tid && !(s.flags & JB_CSF_IRQ)) out.push_back({static_cast<pid_t>(s.waker_tid), from, to});
+      if (s.waker_tid && !(s.flags & JB_CSF_NO_WAKER)) out.push_back({static_cast<pid_t>(s.waker_tid), from, to});
       if (s.claim) out.push_back({static_cast<pid_t>(s.claim), from, to});
     }
   return out;

@@ -131,6 +131,7 @@ struct CauseSlice {
   // lock, peer: who woke it; peer: the peer.
   std::optional<CauseThread> waker;
   bool in_interrupt = false;  // woken from an interrupt (never blamed)
+  bool waker_unknown = false; // woken before the interrupt text was read (never blamed)
   bool by_kernel = false;     // woken by a kernel thread (never blamed)
   int fd = -1;                // the syscall's file descriptor, where it has one
   std::string fd_path;        // what /proc/PID/fd/N said when the record was made

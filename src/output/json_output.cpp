@@ -74,6 +74,7 @@ Json cause_json(const CauseSlice& c) {
   if (c.owner) j["owner"] = thread_json(*c.owner);
   if (c.waker) j[c.kind == "peer" ? "peer" : "waker"] = thread_json(*c.waker);
   if (c.in_interrupt) j["in_interrupt"] = true;
+  if (c.waker_unknown) j["waker_unknown"] = true;
   if (c.by_kernel) j["by_kernel"] = true;
   if (c.kind == "runnable") {
     j["preempted"] = c.preempted;
@@ -282,7 +283,8 @@ std::string to_json_line(const SummaryRecord& r) {
   // Causes (1.4): what their bounds left out.
   j["causes"] = {{"tasks_without", k.causes_full},
                  {"subjects_not_followed", k.subjects_full},
-                 {"subject_samples_capped", k.subject_samples_capped}};
+                 {"subject_samples_capped", k.subject_samples_capped},
+                 {"wakers_unknown", k.wakers_unknown}};
   Json bpf = Json::array();
   uint64_t missed = 0;
   for (const auto& p : r.bpf) {

@@ -6,6 +6,6 @@
 
 namespace jankbpf {
 
-inline constexpr const char* kSchemaVersion = "1.5";
+inline constexpr const char* kSchemaVersion = "1.6";
 
 }  // namespace jankbpf

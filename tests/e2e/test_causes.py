@@ -6,6 +6,7 @@ CPU hog, the frame that slept, the cgroup and its quota)."""
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -53,14 +54,15 @@ class CauseTarget:
             self.proc.wait(10)
 
 
-def run(steps, jankbpf_args=(), **kw):
+def run(steps, jankbpf_args=(), env=None, **kw):
     """(truth tasks, ready line, jank records) of one run of cause_target.
     A short last step keeps the process (and its fds) alive while the
     measured tasks' records are made: what names a cause is read from /proc
     (a process that exits at once loses its fd paths: README, Why)."""
     target = CauseTarget([*steps, "spin:5"], **kw)
     try:
-        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE, *jankbpf_args)
+        jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE, *jankbpf_args,
+                     env=None if env is None else {**os.environ, **env})
         tasks = target.tasks()[:-1]
         assert jb.wait(30) == 0, jb.stderr
     finally:
@@ -361,10 +363,45 @@ def test_a_storm_of_wakeups_stays_bounded_and_exact():
         assert len(j["cause"]) <= 8 + 11 + 1, j["cause"]
         asleep = sum(c["ms"] for c in j["cause"] if c.get("state") in ("sleeping", "blocked_io"))
         st = j["state_ms"]
-        assert abs(asleep - (st["sleeping"] + st["blocked_io"])) <= 0.05, (asleep, st)
+        assert abs(asleep - (st["sleeping"] + st["blocked_io"])) <= 0.05, (asleep, st, j["cause"])
         peers = [c for c in j["cause"] if c["kind"] == "peer"]
         assert peers and all(c["peer"]["comm"] == "stormer" for c in peers), j["cause"]
         assert max(c["count"] for c in peers) > 1000  # the storm was seen, merged into one slice
+
+
+def test_wakers_before_the_interrupt_text_are_not_blamed():
+    """Every CPU busy with a spinner, and the interrupt text not read
+    (JANKBPF_TEST_NO_IRQ_TEXT=1: as in the first second or so on a busy
+    machine): the storm loop's 1 ms futex timeouts fire in the spinners'
+    context. CI on eb1e653 named `sh` and `jankbpf` peers so, and their
+    many slices filled the slots. Now no waker is named, each such wait
+    says waker_unknown, and the summary counts them."""
+    spin = "import os\nos.write(1, b'x')\nwhile True: pass\n"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE)
+                for _ in range(os.cpu_count() or 2)]
+    try:
+        for p in spinners:
+            assert p.stdout.read(1) == b"x"
+        target = CauseTarget(["storm:300", "spin:5"])
+        try:
+            jb = Jankbpf("--pid", str(target.pid), "--ignore-startup-time", IGNORE,
+                         env={**os.environ, "JANKBPF_TEST_NO_IRQ_TEXT": "1"})
+            tasks = target.tasks()[:-1]
+            assert jb.wait(30) == 0, jb.stderr
+        finally:
+            target.kill()
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait(10)
+    assert "JANKBPF_TEST_NO_IRQ_TEXT" in jb.stderr
+    j = jank_of(jb.of_type("jank"), tasks[0])
+    assert_sums(j)
+    asleep = [c for c in j["cause"] if c.get("state") == "sleeping"]
+    assert asleep and all(c["kind"] == "other" and c["waker_unknown"] for c in asleep), j["cause"]
+    assert not any("peer" in c or "waker" in c or "owner" in c for c in j["cause"]), j["cause"]
+    summary = jb.of_type("summary")[0]
+    assert summary["causes"]["wakers_unknown"] >= sum(c["count"] for c in asleep) > 0, summary["causes"]
 
 
 # ---- fault and io: real I/O on a block device ------------------------------

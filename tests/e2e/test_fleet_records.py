@@ -64,7 +64,7 @@ def test_schema_rejects_a_known_field_of_the_wrong_type():
     assert not v.is_valid({**exit_rec, "pid": "2"})
     assert not v.is_valid({**exit_rec, "type": "nonsense"})
     summary = {k: 0 for k in v.schema["$defs"]["summary"]["required"]}
-    summary.update(type="summary", schema_version="1.5", watchdog="timer", bpf=[])
+    summary.update(type="summary", schema_version="1.6", watchdog="timer", bpf=[])
     assert v.is_valid(summary)
     assert not v.is_valid({**summary, "features_missing": "bpf_timer"})  # an array of strings
     assert not v.is_valid({**summary, "janks": -1})

@@ -253,6 +253,33 @@ TEST_CASE("slices sum to the non-running time: a remainder is other, unattribute
     CHECK(total(r) == Approx(100));
     for (const auto& c : r.cause) CHECK(c.kind == "runnable");
   }
+  SECTION("asleep time past the slots is in the split's state: the slices' states sum to it") {
+    auto e = event();
+    for (int i = 0; i < JB_CAUSE_SLOTS; i++) add(e, JB_CAUSE_PEER, 10, i + 1);
+    e.kind_ns[JB_CAUSE_PEER] += 7'000'000;  // wakers past the slots: 7 ms
+    e.kind_ns[JB_CAUSE_IO] += 3'000'000;    // io with no slot left: 3 ms in D
+    Evidence ev;
+    ev.causes = e;
+    auto r = record(5, 0, 87, 3);
+    attribute(r, ev, true, ids, stacks);
+    double sleeping = 0, blocked = 0;
+    for (const auto& c : r.cause) {
+      sleeping += c.state == "sleeping" ? c.ms : 0;
+      blocked += c.state == "blocked_io" ? c.ms : 0;
+    }
+    CHECK(sleeping == Approx(87));
+    CHECK(blocked == Approx(3));
+  }
+  SECTION("an asleep rest of a D-state kind in S when the split has no D left") {
+    auto e = event();
+    e.kind_ns[JB_CAUSE_IO] += 4'000'000;
+    Evidence ev;
+    ev.causes = e;
+    auto r = record(5, 0, 4, 0);
+    attribute(r, ev, true, ids, stacks);
+    REQUIRE(r.cause.size() == 1);
+    CHECK(r.cause[0].state == "sleeping");
+  }
   SECTION("more than the split: scaled down, never more than the task") {
     auto e = event();
     add(e, JB_CAUSE_RUNNABLE, 120);
