@@ -32,6 +32,7 @@ import urllib.request
 import pytest
 
 from harness import BUILD, ROOT, Jankbpf
+import sched_trace
 from viewers import PROTO_DIR, dump_dom, need, protoc_decode
 
 WL_FRAMES = os.path.join(BUILD, "tests", "wl_frames")
@@ -105,6 +106,14 @@ def wl_run(compositor, tmp_path_factory):
     """One jankbpf on every wl_frames (--comm), a second with --frames off,
     and three clients at once: planted slow frames, a stall, two surfaces."""
     d = tmp_path_factory.mktemp("frames")
+    with sched_trace.SchedTrace(["wl_frames"]) as trace:
+        run = _wl_run(compositor, d)
+        trace.stop()
+        run["sched"] = trace.events
+    return run
+
+
+def _wl_run(compositor, d):
     jb = Jankbpf("--comm", "wl_frames", "--ignore-startup-time", IGNORE, "--perfetto", str(d / "f.pftrace"),
                  "--report", str(d / "f.html"), "--metrics", "127.0.0.1:0", timeout=60)
     off = Jankbpf("--comm", "wl_frames", "--ignore-startup-time", IGNORE, "--frames", "off", timeout=60)
@@ -251,6 +260,15 @@ def _frame_timeline(path):
     return text, events
 
 
+def _off_cpu_ms(events, tid, lo, hi):
+    """ms thread `tid` was not running over [lo, hi], by the sched trace (0
+    where the trace never placed it)."""
+    if hi <= lo:
+        return 0.0
+    found = sched_trace.stretches(events, tid, lo, hi) or []
+    return sum(b - a for st, a, b in found if st != "running") / 1e6
+
+
 def test_every_frame_within_1_ms_in_the_perfetto_frame_timeline(wl_run):
     text, events = _frame_timeline(wl_run["dir"] / "f.pftrace")
     assert events, text[:2000]
@@ -269,16 +287,30 @@ def test_every_frame_within_1_ms_in_the_perfetto_frame_timeline(wl_run):
     pid = wl_run["pids"]["single"]
     mine = sorted((s, e) for s, e, f in actual if int(f["pid"]) == pid)
     client = _client_frames(wl_run["truth"]["single"])
-    matched = errors = 0
+    # Plus, where the client was off the CPU between jankbpf's edge and its
+    # own clock read (a preemption between the callback's uprobe and
+    # frame_done's read, or between the read and the commit's uprobe), that
+    # time: the sched trace's. CI on eb1e653: one frame of 400 off by >= 1 ms
+    # beside the fuzzers; none in 4,800 frames here beside four spinners
+    # (worst 0.06 ms).
+    assert any(f.get("next_pid") == str(pid) for _, k, f in wl_run["sched"] if k == "sched_switch"), \
+        "the sched trace saw none of the client's switches"
+    matched, errors = 0, []
     for c in client:
         near = [m for m in mine if abs(m[0] - c["start_ns"]) < 1_000_000]
         if not near:
             continue
         matched += 1
-        if abs((near[0][1] - near[0][0]) / 1e6 - c["ms"]) >= 1.0:
-            errors += 1
+        (s, e), err = near[0], abs((near[0][1] - near[0][0]) / 1e6 - c["ms"])
+        if err < 1.0:
+            continue
+        off = sum(_off_cpu_ms(wl_run["sched"], pid, min(a, b), max(a, b))
+                  for a, b in ((s, c["start_ns"]), (e, c["end_ns"])))
+        if err >= 1.0 + off:
+            errors.append({"frame": c["frame"], "client": (c["start_ns"], c["end_ns"]), "jankbpf": (s, e),
+                           "error_ms": err, "off_cpu_at_edges_ms": off})
     assert matched >= 0.97 * len(client), (matched, len(client))
-    assert errors == 0
+    assert not errors, errors
     # The planted frames carry Perfetto's App Deadline Missed (64).
     janky = [f for _, _, f in actual if int(f["pid"]) == pid and f["jank_type"] == "64"]
     assert len(janky) >= len(PLANTED)
@@ -442,4 +474,4 @@ def test_gtk4_app_janky_frames_name_the_python_function(gtk_run):
     assert row["frames"] >= 190
     assert row["janky_frames"] >= len(GTK_PLANTED)
     assert row["janky_frames"] <= len(GTK_PLANTED) + 0.01 * row["frames"] + 2, row
-    assert s["schema_version"] == "1.5"
+    assert s["schema_version"] == "1.6"
