@@ -25,7 +25,7 @@
 //   JANKBPF_TEST_NO_IRQ_TEXT=1     the interrupt text is never read from
 //                                  /proc/kallsyms, as in the seconds before
 //                                  it is on a busy machine (causes.bpf.h,
-//                                  on_interrupt_stack)
+//                                  waker_flags: no waker blamed)
 #pragma once
 
 #include <cstdint>

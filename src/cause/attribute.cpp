@@ -19,6 +19,9 @@ constexpr size_t kStackFrames = 6;
 
 double ms_of(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
+// Time of these kinds is off the CPU asleep (S or D); the others queued.
+bool asleep_kind(uint32_t kind) { return kind != JB_CAUSE_RUNNABLE && kind != JB_CAUSE_THROTTLED; }
+
 std::string kstring(const char* s, size_t max) { return safe_name(std::string(s, strnlen(s, max)), max); }
 
 // The C library, the loader, the vDSO: where a sleep or a wait is made,
@@ -223,8 +226,7 @@ CauseSlice slice_of(const jb_cause_slice& s, const TaskRecord& rec, const Eviden
   c.count = s.count;
   const bool compat = s.flags & JB_CSF_COMPAT;
   c.syscall = syscall_text(s.nr, compat);
-  const bool asleep = s.kind != JB_CAUSE_RUNNABLE && s.kind != JB_CAUSE_THROTTLED;
-  if (asleep) c.state = s.flags & JB_CSF_BLOCKED ? "blocked_io" : "sleeping";
+  if (asleep_kind(s.kind)) c.state = s.flags & JB_CSF_BLOCKED ? "blocked_io" : "sleeping";
   c.in_interrupt = s.flags & JB_CSF_IRQ;
   c.waker_unknown = (s.flags & JB_CSF_CTX_UNKNOWN) && !c.in_interrupt;
   c.by_kernel = s.flags & JB_CSF_KTHREAD;
@@ -343,7 +345,7 @@ class StateLeft {
   // The state of `ms` of kind k: its kind's usual one, unless the split has
   // less than half of it left there and more in the other.
   std::string take(uint32_t kind, double ms) {
-    if (kind == JB_CAUSE_RUNNABLE || kind == JB_CAUSE_THROTTLED) return "";
+    if (!asleep_kind(kind)) return "";
     const bool d = kind == JB_CAUSE_FAULT || kind == JB_CAUSE_IO;
     double& usual = d ? blocked_ : sleeping_;
     double& other = d ? sleeping_ : blocked_;
