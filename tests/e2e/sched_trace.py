@@ -104,6 +104,14 @@ class SchedTrace:
         begin = jank["begin_monotonic_ns"]
         return unseen(self.events, tid, begin, begin + round(jank["duration_ms"] * 1e6))
 
+    def delivery_of(self, jank, tid=None):
+        """The ms thread `tid` (the record's own) queued for a CPU between its
+        last wakeup before the jank began and that begin: the delivery, by the
+        trace's stamps. None where the trace cannot tell (see delivery())."""
+        self.stop()
+        tid = jank["tid"] if tid is None else tid
+        return delivery(self.events, tid, jank["begin_monotonic_ns"])
+
     def _over(self, account, jank, tid):
         self.stop()
         tid = jank["tid"] if tid is None else tid
@@ -188,6 +196,40 @@ def unseen(events, tid, begin_ns, end_ns):
     if at_begin is None:
         at_begin = state
     return missed + (at_begin not in (None, "running")) + (state not in (None, "running"))
+
+
+def delivery(events, tid, begin_ns):
+    """Thread `tid`'s time queued for a CPU from its last wakeup before
+    begin_ns to begin_ns, in ms: what a wait's delivery counts when the task
+    begins at the wait's return. None when no wakeup precedes begin_ns, or a
+    switch between them went unseen (a wakeup of a queued thread, a switch-in
+    of a running one, a switch-out of one not running), or the thread is not
+    on a CPU at begin_ns (a task begins in its own context)."""
+    tid = str(tid)
+    state, since, woken, queued, missed = None, None, None, 0, 0
+    for ts, kind, f in events:
+        if ts >= begin_ns:
+            break
+        if kind != "sched_switch":
+            if f.get("pid") != tid:
+                continue
+            if state == "runnable":
+                missed += 1
+            if state not in ("running", "runnable"):
+                state, since, woken, queued, missed = "runnable", ts, ts, 0, 0
+            continue
+        if f.get("prev_pid") == tid:
+            missed += state is not None and state != "running"
+            state, since = ("runnable" if f.get("prev_state", "R").startswith("R") else "off"), ts
+        elif f.get("next_pid") == tid:
+            if state == "runnable":
+                queued += ts - since
+            else:
+                missed += state is not None
+            state, since = "running", ts
+    if woken is None or missed or state != "running":
+        return None
+    return queued / 1e6
 
 
 def blocked_of(text, tid, begin_ns, end_ns):

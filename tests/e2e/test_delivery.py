@@ -4,7 +4,7 @@ thread waited for a CPU. jank_target's late:D step makes that D ms: it pins
 itself and a SCHED_FIFO hog to one CPU, and the hog spins across the moment
 the loop's timer fires, so the wakeup finds the CPU taken."""
 import test_core
-from harness import Jankbpf, close_to_app
+from harness import SPAN_MS, Jankbpf, close_to_app
 from test_core import IGNORE, START_DELAY, THRESHOLD, Target, jank_by_begin
 # Autouse: the state split checked against the test's own sched trace here too.
 from test_core import sched_trace  # noqa: F401
@@ -27,12 +27,12 @@ def test_delivery_shows_starved_wakeups_and_is_near_zero_otherwise():
     for i, task in enumerate(tasks):
         (j,) = jank_by_begin(janks, task)
         if task["kind"] == "late":
-            # The app's own measure runs from the timer's expiry; the kernel's
-            # from the wakeup it caused (timer slack: tens of µs later).
-            true_ms = task["delivery_ns"] / 1e6
-            assert close_to_app(j["delivery_ms"], true_ms), (task["arg"], j["delivery_ms"], true_ms)
-            # The starvation came before the task: it is not in the task.
-            assert j["state_ms"]["runnable"] < 0.05 * j["duration_ms"], j["state_ms"]
+            assert_delivery(j, task)
+            # The starvation came before the task: it is not in the task,
+            # but for what the hog took back after a return the fair server
+            # let in (see assert_delivery: the app's excess bounds it).
+            rest_ms = max(0.0, task["delivery_ns"] / 1e6 - j["delivery_ms"])
+            assert j["state_ms"]["runnable"] < 0.05 * j["duration_ms"] + rest_ms, (j["state_ms"], rest_ms)
         elif i > 0:
             # Woken by its timer, nice -20: delivered at once (tens of µs;
             # a few ms at most while other sessions load both CPUs).
@@ -55,4 +55,28 @@ def test_hang_record_carries_delivery():
         jb.wait(15)
     (late,) = [t for t in target.long_tasks(THRESHOLD) if t["kind"] == "late"]
     (j,) = jank_by_begin(jb.of_type("jank"), late)
-    assert close_to_app(j["delivery_ms"], late["delivery_ns"] / 1e6), j["delivery_ms"]
+    assert_delivery(j, late)
+
+
+def assert_delivery(j, task):
+    """A late task's delivery_ms against the sched trace's count of the
+    same wait for a CPU, and against the app's own measure.
+
+    The app's runs from the timer's expiry to its clock read after the wait
+    returned. Since Linux 6.12 the fair server lends starved CFS threads
+    50 ms a second beside a SCHED_FIFO hog: the wait can return inside the
+    hog's spin and the thread lose its CPU again before the read, so the
+    app's measure bounds the delivery from above only (CI on e79d308:
+    jankbpf 124.1 ms, the app 200.0). The trace, stamped at the wakeup and
+    the switch-ins, counts the same queueing jankbpf does."""
+    app_ms = task["delivery_ns"] / 1e6
+    traced = test_core.SCHED.delivery_of(j) if test_core.SCHED is not None else None
+    where = (task["arg"], f"jankbpf {j['delivery_ms']}", f"app {app_ms:.3f}", f"sched trace {traced}")
+    print("late task's delivery:", *where)
+    if traced is None:
+        # A switch the trace missed: the app's measure is all there is.
+        assert close_to_app(j["delivery_ms"], app_ms), where
+        return
+    # Microseconds apart at the wakeup and at each switch-in.
+    assert abs(j["delivery_ms"] - traced) <= 1.0 + 0.005 * traced, where
+    assert j["delivery_ms"] <= app_ms + SPAN_MS, where

@@ -228,8 +228,24 @@ class Jankbpf:
     def wait(self, timeout=30):
         rc = self.proc.wait(timeout)
         self.join()
+        self.print_digest()
         assert not self.bad_lines, f"non-JSON lines on stdout: {self.bad_lines[:3]}"
         return rc
+
+    # What jankbpf counted as missing from its own account: printed at exit,
+    # so a failing test's captured output says whether jankbpf knew.
+    DIGEST = ("unseen_switches", "hook_runs_missed", "lost_events", "threads_untracked",
+              "timer_failures", "features_missing")
+
+    def print_digest(self):
+        for s in self.of_type("summary"):
+            digest = {k: s[k] for k in self.DIGEST if s.get(k)}
+            if s.get("causes", {}).get("wakers_unknown"):
+                digest["wakers_unknown"] = s["causes"]["wakers_unknown"]
+            missed = {p["name"]: p["recursion_misses"] for p in s.get("bpf", []) if p.get("recursion_misses")}
+            if missed:
+                digest["recursion_misses"] = missed
+            print(f"jankbpf summary (pid {self.proc.pid}): {digest or 'nothing missed'}")
 
     def join(self, timeout=5):
         self._out.join(timeout)
