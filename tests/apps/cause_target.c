@@ -32,8 +32,10 @@
  *               before the task; the task calls mincore(), which takes it
  *               for read. wait_ns: mincore's wall time less its CPU time
  *               (asleep and queued: the kernel counts both, the stretch
- *               began inside the lock's wait); hold_ns: mprotect's own
- *               time; then it spins to 150 ms
+ *               began inside the lock's wait), queued_ns the run delay
+ *               in it; hold_ns: mprotect's own time. The task first waits
+ *               for mmapw to enter its mprotect (+1 ms); then it spins to
+ *               150 ms
  *     reclaim:MB  (run it in a memory cgroup whose limit the page cache of
  *               --fill-file, read before the first task, fills) the task
  *               touches MB MB of new anonymous memory, which the kernel
@@ -688,8 +690,9 @@ static NOINLINE uint64_t do_fault(uint64_t *busy)
 static char *mmapw_region;
 static size_t mmapw_pages;
 static int mmapw_go[2];
-static atomic_int mmapw_tid, mmapw_ready;
+static atomic_int mmapw_tid, mmapw_ready, mmapw_entering;
 static _Atomic uint64_t mmapw_hold_ns;
+static uint64_t mmaplock_queued_ns; /* the step's run delay inside its mincore */
 
 /* Every other page of the read-only region writable: one VMA each, for the
  * merge (all read-only again) to walk. */
@@ -715,6 +718,7 @@ static void *mmapw_main(void *arg)
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 			;
 		uint64_t t0 = now_ns();
+		atomic_store(&mmapw_entering, 1);
 		if (mprotect(mmapw_region, mmapw_pages * 8192, PROT_READ)) /* held for write throughout */
 			die("mprotect (merge)");
 		atomic_store(&mmapw_hold_ns, now_ns() - t0);
@@ -739,10 +743,17 @@ static void start_mmapw(unsigned k)
 static NOINLINE uint64_t do_mmaplock(uint64_t *hold, uint64_t begin)
 {
 	static unsigned char vec[1];
+	/* The writer wakes 5 ms ahead, but on a loaded machine later than the
+	 * task: wait until it is entering its mprotect, then give it 1 ms to
+	 * take the lock (CI: a step with no contention at all). */
+	while (!atomic_exchange(&mmapw_entering, 0))
+		;
+	spin_until(now_ns() + 1000000ull);
 	struct sched_snap a = snap();
 	if (mincore(mmapw_region, 4096, vec))
 		die("mincore");
 	struct sched_snap b = snap();
+	mmaplock_queued_ns = b.delay - a.delay;
 	while (!atomic_load(&mmapw_hold_ns))
 		;
 	*hold = atomic_exchange(&mmapw_hold_ns, 0);
@@ -885,6 +896,7 @@ int main(int argc, char **argv)
 		step_file[0] = 0;
 		step_resident = -1;
 		fsync_call_ns = 0;
+		mmaplock_queued_ns = 0;
 		if (!strncmp(argv[i], "mmaplock:", 9)) {
 			while (!atomic_load(&mmapw_ready)) /* its split for this step */
 				usleep(1000);
@@ -942,8 +954,9 @@ int main(int argc, char **argv)
 		uint64_t end = now_ns();
 		printf("{\"task\":%d,\"kind\":\"%s\",\"arg\":%u,\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64
 		       ",\"wait_ns\":%" PRIu64 ",\"hold_ns\":%" PRIu64 ",\"file\":\"%s\",\"resident\":%ld"
-		       ",\"fsync_ns\":%" PRIu64 "}\n",
-		       k, kind, ms, begin, end, wait, hold, step_file, step_resident, fsync_call_ns);
+		       ",\"fsync_ns\":%" PRIu64 ",\"queued_ns\":%" PRIu64 "}\n",
+		       k, kind, ms, begin, end, wait, hold, step_file, step_resident, fsync_call_ns,
+		       mmaplock_queued_ns);
 		next = now_ns() + gap * 1000000ull;
 		its.it_value.tv_sec = next / 1000000000ull;
 		its.it_value.tv_nsec = next % 1000000000ull;

@@ -556,20 +556,35 @@ def test_without_the_kernels_io_tracepoints_faults_and_io_are_still_told():
 # ---- causes inside the kernel (bpf/causes_kernel.bpf.h) ---------------------
 
 
+def said_in_why(j, ms):
+    """Whether compose_why (src/cause/why.cpp) says a slice of `ms`: the
+    largest item always, then those of at least a tenth of the task, up to
+    three; the items are the running time and the cause slices."""
+    items = [j["state_ms"]["running"]] if j["state_ms"]["running"] >= 0.5 else []
+    items += [c["ms"] for c in j["cause"]]
+    rank = sum(1 for other in items if other > ms)
+    return rank == 0 or (rank < 3 and ms >= 0.1 * j["duration_ms"])
+
+
 def test_kernel_lock_names_mmap_lock_and_its_writer():
     """A thread ("mmapw") holds the process's mmap_lock for write in one
     long mprotect; the task's mincore() waits for it as a reader. The wait
-    (mincore's wall time less its CPU time: asleep, then queued -- the
-    stretch began inside the lock's wait, so all of it is the lock's) is
-    `kernel_lock` on `mmap_lock`, owned by mmapw (on by default)."""
+    is `kernel_lock` on `mmap_lock`, owned by mmapw (on by default): all of
+    mincore's time asleep, and of its time queued what came after the
+    lock's wakeup (a preemption before the lock is the CPU's: CI on
+    6168b29 read 21.6 ms against an asleep-and-queued 25.2)."""
     tasks, ready, janks = run(["mmaplock:30", "mmaplock:30"], gap=800)
     for task in tasks:
+        assert task["wait_ns"] > 15e6, task  # the wait was long enough to matter
         j = jank_of(janks, task)
         assert_sums(j)
         # (Not necessarily the largest: on a loaded machine the spin after
         # it may queue for longer.)
-        (c,) = [c for c in j["cause"] if c["kind"] == "kernel_lock"]
-        assert within_10pct(c["ms"], task["wait_ns"]), (c["ms"], task)
+        locks = [c for c in j["cause"] if c["kind"] == "kernel_lock"]
+        assert len(locks) == 1, (task, j["cause"], j.get("why"))
+        (c,) = locks
+        asleep_ns = task["wait_ns"] - task["queued_ns"]
+        assert 0.9 * asleep_ns / 1e6 <= c["ms"] <= 1.1 * task["wait_ns"] / 1e6, (c["ms"], task)
         assert c["lock"] == "mmap_lock" and c["lock_class"] == "rwsem" and c["lock_mode"] == "read", c
         assert c["syscall"] == "mincore", c
         owner = c["owner"]
@@ -577,8 +592,11 @@ def test_kernel_lock_names_mmap_lock_and_its_writer():
         # Its kernel stack, where the kernel lets it be taken (6.2+, timer watchdog).
         assert c.get("owner_kernel_stack") or c.get("owner_stack_missing"), c
         assert c["window_ms"] >= c["ms"] * 0.9 and c["windows"] >= 1, c
-        assert f"mmap_lock (rwsem read) held by mmapw[{ready['mmapw_tid']}]" in j["why"], j["why"]
-        assert task["wait_ns"] > 15e6, task  # the wait was long enough to matter
+        # The why line says it when its rule says so (on a loaded machine the
+        # task's other parts, e.g. the wait for the next step's split, can
+        # outweigh it: seen here beside a compile).
+        if said_in_why(j, c["ms"]):
+            assert f"mmap_lock (rwsem read) held by mmapw[{ready['mmapw_tid']}]" in j["why"], (j["why"], j["cause"])
 
 
 def test_kernel_lock_is_off_with_no_kernel_locks():
