@@ -220,7 +220,7 @@ def delivery(events, tid, begin_ns):
             continue
         if f.get("prev_pid") == tid:
             missed += state is not None and state != "running"
-            state, since = ("runnable" if f.get("prev_state", "R").startswith("R") else "off"), ts
+            state, since = ("runnable" if sleep_state(f.get("prev_state", "R")) == "runnable" else "off"), ts
         elif f.get("next_pid") == tid:
             if state == "runnable":
                 queued += ts - since
